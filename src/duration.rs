@@ -103,8 +103,10 @@ pub fn parse(text: &str) -> Result<Duration, Error> {
             .ok_or_else(overflow)?;
         rest = &rest[letters..];
     }
-    let nanos = i64::try_from(total).map_err(|_| overflow())?;
-    Ok(Duration(SignedDuration::from_nanos(nanos)))
+    let secs = i64::try_from(total / 1_000_000_000).map_err(|_| overflow())?;
+    // The remainder is below one second, so it fits an i32.
+    let nanos = (total % 1_000_000_000) as i32;
+    Ok(Duration(SignedDuration::new(secs, nanos)))
 }
 
 impl FromStr for Duration {

@@ -1,0 +1,202 @@
+//! The command line: `reactor simulate`, `reactor check`.
+//!
+//! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
+//! 2 invalid configuration or usage.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use jiff::Timestamp;
+
+use crate::config::{self, Loaded};
+use crate::sim::{self, Simulator};
+
+/// Reactor turns change streams into work.
+#[derive(Debug, Parser)]
+#[command(name = "reactor", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
+    /// every decision as a JSON line on stdout.
+    Simulate {
+        /// Configuration file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Read inputs from this file instead of standard input.
+        #[arg(short, long)]
+        input: Option<PathBuf>,
+        /// After the last input, advance the clock to this time (RFC 3339).
+        #[arg(long)]
+        until: Option<Timestamp>,
+        /// Print changelog records too.
+        #[arg(long)]
+        changelog: bool,
+        /// Drop the engine after input N and restore it from its changelog.
+        #[arg(long, value_name = "N")]
+        crash_after: Option<usize>,
+        /// At the end, print TASK's state and trigger explanation (repeatable):
+        /// a JSON line `{"kind":"explain",…}` on stdout and a tree on stderr.
+        #[arg(long, value_name = "TASK")]
+        explain: Vec<String>,
+    },
+    /// Validate a configuration and print lint warnings.
+    Check {
+        /// Configuration file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Check { config } => match load(&config) {
+            Ok(loaded) => {
+                println!(
+                    "{}: ok ({} tasks, {} pools, {} warnings)",
+                    config.display(),
+                    loaded.config.tasks.len(),
+                    loaded.config.pools.len(),
+                    loaded.warnings.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Cmd::Simulate {
+            config,
+            input,
+            until,
+            changelog,
+            crash_after,
+            explain,
+        } => {
+            let loaded = match load(&config) {
+                Ok(loaded) => loaded,
+                Err(code) => return code,
+            };
+            let options = SimOptions {
+                until,
+                changelog,
+                crash_after,
+                explain,
+            };
+            match simulate(loaded, input, options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// Loads a configuration, printing warnings; on error prints it and gives exit code 2.
+fn load(path: &std::path::Path) -> Result<Loaded, ExitCode> {
+    match config::load(path) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("{w}");
+            }
+            Ok(loaded)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+struct SimOptions {
+    until: Option<Timestamp>,
+    changelog: bool,
+    crash_after: Option<usize>,
+    explain: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SimError {
+    #[error("{0}")]
+    Sim(#[from] sim::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("--explain {0}: no such task")]
+    UnknownTask(String),
+}
+
+#[derive(serde::Serialize)]
+struct ExplainLine<'a> {
+    at: Timestamp,
+    kind: &'static str,
+    #[serde(flatten)]
+    view: &'a crate::engine::TaskView,
+}
+
+/// Streams inputs through the simulator, writing each output as it happens.
+fn simulate(loaded: Loaded, input: Option<PathBuf>, options: SimOptions) -> Result<(), SimError> {
+    let reader: Box<dyn BufRead> = match input {
+        Some(path) => Box::new(std::io::BufReader::new(std::fs::File::open(path)?)),
+        None => Box::new(std::io::stdin().lock()),
+    };
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::new(stdout.lock());
+    let mut sim = Simulator::new(loaded.config);
+    let write = |outputs: Vec<sim::Output>, w: &mut dyn Write| -> Result<(), SimError> {
+        for o in outputs {
+            if options.changelog || !matches!(o.action, crate::action::Action::Changelog(_)) {
+                serde_json::to_writer(&mut *w, &o)?;
+                w.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    };
+    let mut n = 0;
+    for (k, text) in reader.lines().enumerate() {
+        let text = text?;
+        if text.trim().is_empty() || text.trim_start().starts_with('#') {
+            continue;
+        }
+        let line = sim::parse_line(&text, k + 1)?;
+        write(sim.step(line, k + 1)?, &mut w)?;
+        n += 1;
+        if options.crash_after == Some(n) {
+            write(sim.crash_and_restore()?, &mut w)?;
+        }
+    }
+    if let Some(until) = options.until {
+        let mut out = Vec::new();
+        sim.advance(until, &mut out);
+        write(out, &mut w)?;
+    }
+    for task in &options.explain {
+        let (at, view) = sim
+            .explain(task)
+            .ok_or_else(|| SimError::UnknownTask(task.clone()))?;
+        let line = ExplainLine {
+            at,
+            kind: "explain",
+            view: &view,
+        };
+        serde_json::to_writer(&mut w, &line)?;
+        w.write_all(b"\n")?;
+        w.flush()?;
+        eprintln!(
+            "{task} ({}) at {at}:\n{}",
+            view.state.as_str(),
+            view.explain
+        );
+    }
+    w.flush()?;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! Read-only views of a shard for operators: task state and `explain`.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::tasks::TaskValues;
+use super::Engine;
+use crate::run::Run;
+use crate::task::{Hold, TaskState};
+use crate::trigger::Explain;
+
+/// A task as an operator sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    /// Task id.
+    pub id: String,
+    /// Pool.
+    pub pool: String,
+    /// Priority.
+    pub priority: i64,
+    /// Lifecycle state.
+    pub state: TaskState,
+    /// Since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    /// Consecutive failed attempts.
+    pub failures: u32,
+    /// End of a backoff or park.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
+    /// The run in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<Run>,
+    /// Current values of the trigger's parameters.
+    pub current: BTreeMap<String, Option<Timestamp>>,
+    /// Values recorded at the last success.
+    pub last_seen: BTreeMap<String, Timestamp>,
+    /// Last success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<Timestamp>,
+    /// A slot held for the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
+    /// Last error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The trigger as written.
+    pub trigger: String,
+    /// Each sub-trigger, true or false, with the values compared, at `now`.
+    pub explain: Explain,
+}
+
+impl Engine {
+    /// The view of `task` at `now`, if this shard owns it.
+    pub fn task_view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
+        let i = *self.by_id.get(task)? as usize;
+        let (def, rt) = (&self.defs[i], &self.rt[i]);
+        let values = TaskValues {
+            table: &self.table,
+            last: &rt.last_seen,
+        };
+        let name = |p: &crate::ctl::ParamId| self.table.name(*p).to_string();
+        Some(TaskView {
+            id: def.id.clone(),
+            pool: self.pools[def.pool].name.clone(),
+            priority: def.priority,
+            state: rt.state,
+            since: rt.since,
+            failures: rt.failures,
+            wake_at: rt.wake_at,
+            run: rt.run.clone(),
+            current: def
+                .refs
+                .iter()
+                .map(|&p| (name(&p), self.table.current(p)))
+                .collect(),
+            last_seen: rt.last_seen.iter().map(|(p, v)| (name(p), *v)).collect(),
+            last_success: rt.last_success,
+            hold: rt.hold,
+            last_error: rt.last_error.clone(),
+            trigger: def.trigger_text.clone(),
+            explain: def.trigger.explain(&values, now, &def.tz, &name),
+        })
+    }
+
+    /// Ids of the tasks this shard owns, in declaration order.
+    pub fn task_ids(&self) -> impl Iterator<Item = &str> {
+        self.defs.iter().map(|d| d.id.as_str())
+    }
+}

@@ -1,0 +1,216 @@
+//! The run lifecycle shared by tasks (and later stages and jobs): run ids,
+//! pass tokens, result matching, timeouts and the retry policy.
+//!
+//! Ids are functions of shard state (a target's run and pass counters), so a
+//! batch redone after a crash reproduces exactly the same ids.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Accept, RetryPolicy};
+
+/// A dispatched run of one target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// `TARGET#SEQ`: stable across re-dispatches after a timeout.
+    pub run_id: String,
+    /// Try number since the target's last success, from 1.
+    pub attempt: u32,
+    /// The pass token a result must echo; new on every dispatch.
+    pub pass: u64,
+    /// When this pass was dispatched.
+    pub dispatched_at: Timestamp,
+    /// When this pass times out.
+    pub deadline: Timestamp,
+}
+
+/// Builds the run id of a target's `seq`-th run.
+pub fn run_id(target: &str, seq: u64) -> String {
+    format!("{target}#{seq}")
+}
+
+/// Splits a run id into target and sequence number.
+pub fn parse_run_id(run_id: &str) -> Option<(&str, u64)> {
+    let (target, seq) = run_id.rsplit_once('#')?;
+    Some((target, seq.parse().ok()?))
+}
+
+/// A worker's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The run did its work.
+    Succeeded,
+    /// The run failed; the retry policy decides what comes next.
+    Failed,
+}
+
+/// Why a result was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rejection {
+    /// The run id names no known target.
+    UnknownTarget,
+    /// The run id is malformed.
+    BadRunId,
+    /// The run is not the target's current run (finished or superseded).
+    NotCurrent,
+    /// The pass is not the current one (an earlier, timed-out attempt).
+    StalePass,
+}
+
+impl Rejection {
+    /// Metric label and log field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::UnknownTarget => "unknown_target",
+            Rejection::BadRunId => "bad_run_id",
+            Rejection::NotCurrent => "not_current",
+            Rejection::StalePass => "stale_pass",
+        }
+    }
+}
+
+/// Decides whether a result for `run_id`/`pass` belongs to `current`.
+pub fn accepts(
+    current: Option<&Run>,
+    run_id: &str,
+    pass: u64,
+    accept: Accept,
+) -> Result<(), Rejection> {
+    let run = current
+        .filter(|r| r.run_id == run_id)
+        .ok_or(Rejection::NotCurrent)?;
+    if run.pass == pass || accept == Accept::First {
+        Ok(())
+    } else {
+        Err(Rejection::StalePass)
+    }
+}
+
+/// What follows the `failures`-th consecutive failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Try again at this time.
+    Backoff(Timestamp),
+    /// Parked in archive tier `tier` (1-based) until this time, then one more attempt.
+    Park {
+        /// 1-based tier number.
+        tier: usize,
+        /// End of the park.
+        until: Timestamp,
+    },
+    /// The attempt after the last tier failed: an operator must act.
+    Dead,
+}
+
+impl RetryPolicy {
+    /// Next step after `failures` (>= 1) consecutive failed attempts, at `now`.
+    ///
+    /// Backoff doubles from `backoff` until `attempts` attempts have failed;
+    /// then each tier parks the target and allows one more attempt.
+    pub fn after_failure(&self, failures: u32, now: Timestamp) -> AfterFailure {
+        if failures < self.attempts {
+            let doubling = 1u32 << (failures - 1).min(30);
+            let wait = self.backoff.saturating_mul(doubling);
+            return AfterFailure::Backoff(add(now, wait.get()));
+        }
+        let tier = (failures - self.attempts) as usize;
+        match self.tiers.get(tier) {
+            Some(park) => AfterFailure::Park {
+                tier: tier + 1,
+                until: add(now, park.get()),
+            },
+            None => AfterFailure::Dead,
+        }
+    }
+}
+
+/// `t + d`, saturating at the largest timestamp instead of failing.
+pub fn add(t: Timestamp, d: jiff::SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::duration::Duration;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn run_ids_round_trip() {
+        assert_eq!(run_id("orders#daily", 7), "orders#daily#7");
+        assert_eq!(parse_run_id("orders#daily#7"), Some(("orders#daily", 7)));
+        assert_eq!(parse_run_id("orders"), None);
+        assert_eq!(parse_run_id("orders#x"), None);
+    }
+
+    #[test]
+    fn design_retry_sequence() {
+        let p = RetryPolicy::default();
+        let now = t("2024-01-01T00:00:00Z");
+        assert_eq!(
+            p.after_failure(1, now),
+            AfterFailure::Backoff(t("2024-01-01T00:01:00Z"))
+        );
+        assert_eq!(
+            p.after_failure(2, now),
+            AfterFailure::Backoff(t("2024-01-01T00:02:00Z"))
+        );
+        assert_eq!(
+            p.after_failure(3, now),
+            AfterFailure::Park {
+                tier: 1,
+                until: t("2024-01-01T00:30:00Z")
+            }
+        );
+        assert_eq!(
+            p.after_failure(4, now),
+            AfterFailure::Park {
+                tier: 2,
+                until: t("2024-01-02T00:00:00Z")
+            }
+        );
+        assert_eq!(p.after_failure(5, now), AfterFailure::Dead);
+    }
+
+    #[test]
+    fn backoff_saturates() {
+        let p = RetryPolicy {
+            attempts: 100,
+            backoff: Duration::from_secs(1),
+            tiers: vec![],
+        };
+        let now = t("2024-01-01T00:00:00Z");
+        assert!(matches!(p.after_failure(99, now), AfterFailure::Backoff(_)));
+        assert_eq!(p.after_failure(100, now), AfterFailure::Dead);
+    }
+
+    #[test]
+    fn matching() {
+        let run = Run {
+            run_id: "a#1".into(),
+            attempt: 2,
+            pass: 5,
+            dispatched_at: t("2024-01-01T00:00:00Z"),
+            deadline: t("2024-01-01T01:00:00Z"),
+        };
+        assert_eq!(accepts(Some(&run), "a#1", 5, Accept::Last), Ok(()));
+        assert_eq!(
+            accepts(Some(&run), "a#1", 4, Accept::Last),
+            Err(Rejection::StalePass)
+        );
+        assert_eq!(accepts(Some(&run), "a#1", 4, Accept::First), Ok(()));
+        assert_eq!(
+            accepts(Some(&run), "a#0", 5, Accept::First),
+            Err(Rejection::NotCurrent)
+        );
+        assert_eq!(
+            accepts(None, "a#1", 5, Accept::Last),
+            Err(Rejection::NotCurrent)
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! `reactor simulate`: the engine driven offline by timed JSON-lines inputs,
+//! with a manual clock. It is the golden-scenario runner of the test suite
+//! and a user's what-if tool. It also plays the workers: a `complete` input
+//! answers the current run of a task with that run's id and pass.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::action::Action;
+use crate::changelog::ChangelogRecord;
+use crate::config::Config;
+use crate::ctl::ParamName;
+use crate::engine::{Command, Engine, Input, RunResult, TaskView};
+use crate::run::Status;
+
+/// Why the simulation stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input line is not valid JSON of the input format.
+    #[error("input line {line}: {message}")]
+    BadInput {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An input is earlier than the one before it.
+    #[error("input line {line}: `at` {at} is before the previous input's {now}; inputs must be in time order")]
+    BackInTime {
+        /// 1-based line number.
+        line: usize,
+        /// The input's time.
+        at: Timestamp,
+        /// The clock.
+        now: Timestamp,
+    },
+    /// The changelog could not be restored.
+    #[error("restore: {0}")]
+    Restore(#[from] crate::engine::Error),
+}
+
+/// One timed input line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputLine {
+    /// When it happens.
+    pub at: Timestamp,
+    /// A CTL change.
+    #[serde(default)]
+    pub ctl: Option<CtlInput>,
+    /// A worker's result for a task's run.
+    #[serde(default)]
+    pub complete: Option<Complete>,
+    /// An operator command.
+    #[serde(default)]
+    pub command: Option<Command>,
+}
+
+/// `{"entity": …, "param": …, "value": …}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtlInput {
+    /// Entity.
+    pub entity: String,
+    /// Parameter.
+    pub param: String,
+    /// New value.
+    pub value: Timestamp,
+}
+
+/// `{"task": …, "status": "succeeded"|"failed", "error": …, "attempt": N}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Complete {
+    /// The task.
+    pub task: String,
+    /// Verdict.
+    pub status: Status,
+    /// Error text of a failure.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Answer with the run id and pass of this earlier attempt instead of the current one.
+    #[serde(default)]
+    pub attempt: Option<u32>,
+}
+
+/// One output line: an action and when it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Output {
+    /// Clock time of the decision.
+    pub at: Timestamp,
+    /// The decision.
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// Parses one input line.
+pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
+    let input: InputLine = serde_json::from_str(text).map_err(|e| Error::BadInput {
+        line,
+        message: e.to_string(),
+    })?;
+    let given = [
+        input.ctl.is_some(),
+        input.complete.is_some(),
+        input.command.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if given != 1 {
+        return Err(Error::BadInput {
+            line,
+            message: "give exactly one of `ctl`, `complete`, `command`".to_string(),
+        });
+    }
+    Ok(input)
+}
+
+/// The engine, its clock, its durable log and the simulated workers.
+pub struct Simulator {
+    config: Config,
+    engine: Engine,
+    /// Changelog records emitted so far: what a restore reads.
+    log: Vec<ChangelogRecord>,
+    /// Latest CTL value per parameter: the global table a restore re-feeds.
+    ctl: BTreeMap<ParamName, Timestamp>,
+    /// `(task, attempt)` → `(run id, pass)` of every run command seen.
+    attempts: HashMap<(String, u32), (String, u64)>,
+    /// Task → `(run id, pass)` of its latest run command.
+    current: HashMap<String, (String, u64)>,
+    now: Option<Timestamp>,
+    started: bool,
+}
+
+impl Simulator {
+    /// A simulator over a fresh shard owning every task.
+    pub fn new(config: Config) -> Simulator {
+        let engine = Engine::new(&config);
+        Simulator {
+            config,
+            engine,
+            log: Vec::new(),
+            ctl: BTreeMap::new(),
+            attempts: HashMap::new(),
+            current: HashMap::new(),
+            now: None,
+            started: false,
+        }
+    }
+
+    /// Runs one input: fires the timers due before it, then applies it.
+    pub fn step(&mut self, input: InputLine, line: usize) -> Result<Vec<Output>, Error> {
+        if let Some(now) = self.now.filter(|now| input.at < *now) {
+            return Err(Error::BackInTime {
+                line,
+                at: input.at,
+                now,
+            });
+        }
+        let mut out = Vec::new();
+        if !self.started {
+            self.started = true;
+            let actions = self.engine.start(input.at);
+            self.record(input.at, actions, &mut out);
+        }
+        self.advance(input.at, &mut out);
+        let engine_input = if let Some(c) = input.ctl {
+            self.ctl
+                .insert(ParamName::new(c.entity.clone(), c.param.clone()), c.value);
+            Input::Ctl {
+                entity: c.entity,
+                param: c.param,
+                value: c.value,
+            }
+        } else if let Some(c) = input.complete {
+            let known = match c.attempt {
+                Some(n) => self.attempts.get(&(c.task.clone(), n)),
+                None => self.current.get(&c.task),
+            };
+            // A task that never ran gets a run id that cannot match, so the
+            // engine's rejection path is what the scenario sees.
+            let (run_id, pass) = known
+                .cloned()
+                .unwrap_or_else(|| (crate::run::run_id(&c.task, 0), 0));
+            Input::Result(RunResult {
+                run_id,
+                pass,
+                status: c.status,
+                error: c.error,
+            })
+        } else {
+            Input::Command(input.command.expect("parse_line checked one is set"))
+        };
+        let actions = self.engine.apply(engine_input, input.at);
+        self.record(input.at, actions, &mut out);
+        Ok(out)
+    }
+
+    /// Advances the clock to `until`, firing every timer due on the way at
+    /// its own deadline.
+    pub fn advance(&mut self, until: Timestamp, out: &mut Vec<Output>) {
+        while let Some(at) = self.engine.next_deadline().filter(|at| *at <= until) {
+            let actions = self.engine.tick(at);
+            self.record(at, actions, out);
+        }
+        self.now = Some(self.now.map_or(until, |now| now.max(until)));
+    }
+
+    /// Drops the engine and rebuilds it from the changelog records emitted
+    /// so far and the CTL table, as a new partition owner would.
+    pub fn crash_and_restore(&mut self) -> Result<Vec<Output>, Error> {
+        let mut engine = Engine::restore(&self.config, |_| true, self.log.iter().cloned())?;
+        for (name, value) in &self.ctl {
+            engine.load_ctl(name, *value);
+        }
+        self.engine = engine;
+        let mut out = Vec::new();
+        if let Some(now) = self.now {
+            let actions = self.engine.start(now);
+            self.record(now, actions, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// The view of a task at the simulator's clock.
+    pub fn explain(&self, task: &str) -> Option<(Timestamp, TaskView)> {
+        let now = self.now?;
+        Some((now, self.engine.task_view(task, now)?))
+    }
+
+    /// The shard.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn record(&mut self, at: Timestamp, actions: Vec<Action>, out: &mut Vec<Output>) {
+        for action in actions {
+            match &action {
+                Action::Run(run) => {
+                    let ids = (run.run_id.clone(), run.pass);
+                    self.attempts
+                        .insert((run.task.clone(), run.attempt), ids.clone());
+                    self.current.insert(run.task.clone(), ids);
+                }
+                Action::Changelog(record) => self.log.push(record.clone()),
+                Action::Event(_) => {}
+            }
+            out.push(Output { at, action });
+        }
+    }
+}
+
+/// Runs a whole input text; with `crash_after = Some(k)` the engine is
+/// dropped after input line k and restored from its changelog. Changelog
+/// records are left out of the result unless `changelog` is set.
+pub fn run(
+    config: Config,
+    input: &str,
+    until: Option<Timestamp>,
+    crash_after: Option<usize>,
+    changelog: bool,
+) -> Result<(Simulator, Vec<Output>), Error> {
+    let mut sim = Simulator::new(config);
+    let mut out = Vec::new();
+    let mut n = 0;
+    for (k, text) in input.lines().enumerate() {
+        // Blank lines and `#` comments let scenario files explain themselves.
+        if text.trim().is_empty() || text.trim_start().starts_with('#') {
+            continue;
+        }
+        let line = parse_line(text, k + 1)?;
+        out.extend(sim.step(line, k + 1)?);
+        n += 1;
+        if crash_after == Some(n) {
+            out.extend(sim.crash_and_restore()?);
+        }
+    }
+    if let Some(until) = until {
+        sim.advance(until, &mut out);
+    }
+    if !changelog {
+        out.retain(|o| !matches!(o.action, Action::Changelog(_)));
+    }
+    Ok((sim, out))
+}
