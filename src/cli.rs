@@ -161,24 +161,13 @@ fn simulate(loaded: Loaded, input: Option<PathBuf>, options: SimOptions) -> Resu
         }
         Ok(())
     };
-    let mut n = 0;
-    for (k, text) in reader.lines().enumerate() {
-        let text = text?;
-        if text.trim().is_empty() || text.trim_start().starts_with('#') {
-            continue;
-        }
-        let line = sim::parse_line(&text, k + 1)?;
-        write(sim.step(line, k + 1)?, &mut w)?;
-        n += 1;
-        if options.crash_after == Some(n) {
-            write(sim.crash_and_restore()?, &mut w)?;
-        }
-    }
-    if let Some(until) = options.until {
-        let mut out = Vec::new();
-        sim.advance(until, &mut out);
-        write(out, &mut w)?;
-    }
+    sim::drive(
+        &mut sim,
+        reader.lines().map(|l| l.map_err(SimError::from)),
+        options.crash_after,
+        options.until,
+        |outputs| write(outputs, &mut w),
+    )?;
     for task in &options.explain {
         let (at, view) = sim
             .explain(task)

@@ -253,9 +253,42 @@ impl Simulator {
     }
 }
 
-/// Runs a whole input text; with `crash_after = Some(k)` the engine is
-/// dropped after input line k and restored from its changelog. Changelog
-/// records are left out of the result unless `changelog` is set.
+/// Feeds input lines through `sim`, handing each step's outputs to `sink`
+/// as they happen: the one loop behind `reactor simulate` and the golden
+/// scenarios. With `crash_after = Some(n)` the engine is dropped after the
+/// n-th input and restored from its changelog; with `until` the clock is
+/// advanced to that time at the end.
+pub fn drive<E: From<Error>>(
+    sim: &mut Simulator,
+    lines: impl IntoIterator<Item = Result<String, E>>,
+    crash_after: Option<usize>,
+    until: Option<Timestamp>,
+    mut sink: impl FnMut(Vec<Output>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut n = 0;
+    for (k, text) in lines.into_iter().enumerate() {
+        let text = text?;
+        // Blank lines and `#` comments let scenario files explain themselves.
+        if text.trim().is_empty() || text.trim_start().starts_with('#') {
+            continue;
+        }
+        let line = parse_line(&text, k + 1)?;
+        sink(sim.step(line, k + 1)?)?;
+        n += 1;
+        if crash_after == Some(n) {
+            sink(sim.crash_and_restore()?)?;
+        }
+    }
+    if let Some(until) = until {
+        let mut out = Vec::new();
+        sim.advance(until, &mut out);
+        sink(out)?;
+    }
+    Ok(())
+}
+
+/// Runs a whole input text (see [`drive`]); changelog records are left out
+/// of the result unless `changelog` is set.
 pub fn run(
     config: Config,
     input: &str,
@@ -265,24 +298,26 @@ pub fn run(
 ) -> Result<(Simulator, Vec<Output>), Error> {
     let mut sim = Simulator::new(config);
     let mut out = Vec::new();
-    let mut n = 0;
-    for (k, text) in input.lines().enumerate() {
-        // Blank lines and `#` comments let scenario files explain themselves.
-        if text.trim().is_empty() || text.trim_start().starts_with('#') {
-            continue;
-        }
-        let line = parse_line(text, k + 1)?;
-        out.extend(sim.step(line, k + 1)?);
-        n += 1;
-        if crash_after == Some(n) {
-            out.extend(sim.crash_and_restore()?);
-        }
-    }
-    if let Some(until) = until {
-        sim.advance(until, &mut out);
-    }
-    if !changelog {
-        out.retain(|o| !matches!(o.action, Action::Changelog(_)));
-    }
+    drive(
+        &mut sim,
+        input.lines().map(|l| Ok(l.to_string())),
+        crash_after,
+        until,
+        |step: Vec<Output>| {
+            out.extend(
+                step.into_iter()
+                    .filter(|o| changelog || !matches!(o.action, Action::Changelog(_))),
+            );
+            Ok::<_, Error>(())
+        },
+    )?;
     Ok((sim, out))
+}
+
+/// Number of input lines (not blank, not comments) in `input`.
+pub fn count_inputs(input: &str) -> usize {
+    input
+        .lines()
+        .filter(|t| !t.trim().is_empty() && !t.trim_start().starts_with('#'))
+        .count()
 }
