@@ -29,6 +29,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 
 use jiff::civil::DateTime;
@@ -177,12 +178,12 @@ impl Scale {
     /// Index of the chunk holding `t` in zone `tz`; the number of chunks
     /// between two instants is the difference of their indexes.
     pub fn index(self, t: Timestamp, tz: &TimeZone) -> i64 {
-        self.index_local(local_seconds(t, tz))
+        self.index_local(local_seconds(self, t, tz))
     }
 
     /// Start of the chunk holding `t` (for explain output).
     pub fn trunc(self, t: Timestamp, tz: &TimeZone) -> Zoned {
-        let local = local_seconds(t, tz);
+        let local = local_seconds(self, t, tz);
         let days = local.div_euclid(DAY_SECS);
         let sod = local.rem_euclid(DAY_SECS);
         let (start_days, start_sod) = match self {
@@ -228,6 +229,19 @@ impl Scale {
             .unwrap_or_else(|| t.to_zoned(tz.clone()))
     }
 
+    /// Seconds from local time `local` to the start of the next chunk, or
+    /// less for calendar scales (the next midnight, which may or may not start one).
+    fn until_boundary(self, local: i64) -> i64 {
+        let sod = local.rem_euclid(DAY_SECS);
+        let size = match self {
+            Scale::Minute => 60,
+            Scale::Hour => 3600,
+            Scale::Fixed(d) => fixed_secs(d),
+            _ => DAY_SECS,
+        };
+        (size - sod % size).min(DAY_SECS - sod)
+    }
+
     fn index_local(self, local: i64) -> i64 {
         let days = local.div_euclid(DAY_SECS);
         match self {
@@ -259,29 +273,37 @@ fn fixed_secs(d: Duration) -> i64 {
     d.get().as_secs().clamp(1, DAY_SECS)
 }
 
+/// The longest fall-back the clamp handles. Every DST change in use is 1 or
+/// 2 hours; only historical offset changes were longer, and those are
+/// counted on the plain wall clock.
+const MAX_FOLD: i64 = 3 * 3600;
+
 /// Seconds since 1970-01-01T00:00:00 on the local wall clock of `tz`,
 /// floored, with the fall-back clamp described in the module doc.
-fn local_seconds(t: Timestamp, tz: &TimeZone) -> i64 {
+fn local_seconds(scale: Scale, t: Timestamp, tz: &TimeZone) -> i64 {
     let mut secs = t.as_second();
     if t.subsec_nanosecond() < 0 {
         secs -= 1;
     }
-    // UTC and fixed offsets (the common case) need no transition lookups.
-    if let Ok(offset) = tz.to_fixed_offset() {
-        return secs + i64::from(offset.seconds());
-    }
+    // Not `to_fixed_offset`: its error for named zones allocates, and
+    // `to_offset` is already a plain field read for UTC and fixed offsets.
     let offset = i64::from(tz.to_offset(t).seconds());
-    // Folds last at most a few hours; if the offset a day ago is not larger,
-    // no fall-back can be repeating the wall clock now.
-    let day_ago = t
-        .checked_sub(SignedDuration::from_secs(DAY_SECS + 3600))
+    let local = secs + offset;
+    // The clamp moves the wall clock forward by less than a fold, so it can
+    // only change the chunk near the end of one; elsewhere, skip the lookups.
+    if scale.until_boundary(local) >= MAX_FOLD {
+        return local;
+    }
+    // If the offset a fold ago is not larger, no fall-back is repeating the wall clock now.
+    let earlier = t
+        .checked_sub(SignedDuration::from_secs(MAX_FOLD))
         .map(|a| i64::from(tz.to_offset(a).seconds()));
-    if day_ago.is_ok_and(|before| before > offset) {
+    if earlier.is_ok_and(|before| before > offset) {
         if let Some(clamped) = fold_clamp(t, secs, offset, tz) {
             return clamped;
         }
     }
-    secs + offset
+    local
 }
 
 /// If `t` lies in the repeated part of a fall-back, the last local second before it.
@@ -334,11 +356,43 @@ impl ParamId {
     }
 }
 
+/// The FxHash word hasher (as in rustc). Lookups run for every CTL change,
+/// and SipHash would double their cost; its flooding resistance buys nothing
+/// here because only configured parameters are ever inserted.
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
 /// Interns parameter names and holds each parameter's current value.
 #[derive(Debug, Default, Clone)]
 pub struct CtlTable {
     // Two levels so that lookups by (&str, &str) need no allocation.
-    ids: HashMap<String, HashMap<String, ParamId>>,
+    ids: FxMap<String, FxMap<String, ParamId>>,
     names: Vec<ParamName>,
     values: Vec<Option<Timestamp>>,
 }

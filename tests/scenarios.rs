@@ -56,7 +56,11 @@ fn expected(dir: &Path) -> Vec<String> {
 fn normalise(lines: Vec<String>) -> Vec<String> {
     lines
         .into_iter()
-        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(&l)
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
@@ -100,7 +104,12 @@ fn golden_scenarios() {
         let input = std::fs::read_to_string(dir.join("input.jsonl")).unwrap();
         for k in 1..=sim::count_inputs(&input) {
             let crashed = normalise(run(dir, Some(k)));
-            failures.extend(diff(&name, &format!("crash after input {k}"), &want, &crashed));
+            failures.extend(diff(
+                &name,
+                &format!("crash after input {k}"),
+                &want,
+                &crashed,
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -421,3 +421,6 @@ fn slot(v: &mut Vec<Vec<u32>>, p: ParamId) -> &mut Vec<u32> {
     }
     &mut v[k]
 }
+
+#[cfg(test)]
+mod tests;

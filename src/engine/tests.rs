@@ -1,0 +1,149 @@
+//! Property tests of the whole shard: random input streams, crashed and
+//! restored at a random point, must decide exactly what the uncrashed run
+//! decides and end in an equal state.
+
+use proptest::prelude::*;
+
+use crate::action::Action;
+use crate::config;
+use crate::sim;
+
+const CONFIG: &str = r#"
+[[pool]]
+name = "etl"
+max_running = 1
+
+[[pool]]
+name = "reports"
+max_running = 2
+hold_max = "20m"
+
+[[task]]
+id = "load"
+pool = "etl"
+trigger = "delta(raw/a, 1min)"
+produces = ["dwh/b"]
+timeout = "10m"
+retry = { attempts = 2, backoff = "1m", tiers = ["5m"] }
+
+[[task]]
+id = "report"
+pool = "reports"
+priority = 10
+trigger = "all(chunk_delta(dwh/b, hour), delay(dwh/c, 2h))"
+timeout = "15m"
+expect_every = "30m"
+
+[[task]]
+id = "minor"
+pool = "reports"
+trigger = "any(delta(dwh/c, 1min), all(delta(raw/a, 1min), ref_delay(raw/a, dwh/b, 1h)))"
+timeout = "5m"
+accept = "first"
+
+[[task]]
+id = "tail"
+pool = "reports"
+priority = 5
+trigger = "chunk_delta(dwh/c, 30min, 1)"
+timeout = "20m"
+restart_after_timeout = false
+retry = { attempts = 1, backoff = "2m", tiers = [] }
+"#;
+
+const PARAMS: [(&str, &str); 3] = [("raw", "a"), ("dwh", "b"), ("dwh", "c")];
+const TASKS: [&str; 4] = ["load", "report", "minor", "tail"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Ctl {
+        param: usize,
+        minutes: i64,
+    },
+    Complete {
+        task: usize,
+        ok: bool,
+        attempt: Option<u32>,
+    },
+    Pause(usize),
+    Resume(usize),
+}
+
+fn op() -> impl Strategy<Value = (u32, Op)> {
+    let op = prop_oneof![
+        4 => (0..3usize, -30..300i64).prop_map(|(param, minutes)| Op::Ctl { param, minutes }),
+        4 => (0..4usize, any::<bool>(), prop::option::of(1..4u32))
+            .prop_map(|(task, ok, attempt)| Op::Complete { task, ok, attempt }),
+        1 => (0..4usize).prop_map(Op::Pause),
+        1 => (0..4usize).prop_map(Op::Resume),
+    ];
+    (0..40u32, op)
+}
+
+fn render(ops: &[(u32, Op)]) -> String {
+    let base: jiff::Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+    let mut minutes = 0i64;
+    let mut lines = Vec::new();
+    for (gap, op) in ops {
+        minutes += i64::from(*gap);
+        let at = base + jiff::SignedDuration::from_mins(minutes);
+        let body = match op {
+            Op::Ctl { param, minutes: m } => {
+                let (entity, p) = PARAMS[*param];
+                let value = base + jiff::SignedDuration::from_mins(minutes + m);
+                format!(r#""ctl":{{"entity":"{entity}","param":"{p}","value":"{value}"}}"#)
+            }
+            Op::Complete { task, ok, attempt } => {
+                let status = if *ok { "succeeded" } else { "failed" };
+                let attempt = attempt.map_or(String::new(), |n| format!(r#","attempt":{n}"#));
+                format!(
+                    r#""complete":{{"task":"{}","status":"{status}"{attempt}}}"#,
+                    TASKS[*task]
+                )
+            }
+            Op::Pause(t) => format!(r#""command":{{"op":"pause","task":"{}"}}"#, TASKS[*t]),
+            Op::Resume(t) => format!(r#""command":{{"op":"resume","task":"{}"}}"#, TASKS[*t]),
+        };
+        lines.push(format!(r#"{{"at":"{at}",{body}}}"#));
+    }
+    lines.join("\n")
+}
+
+fn decisions(out: &[sim::Output]) -> Vec<String> {
+    out.iter()
+        .filter(|o| !matches!(o.action, Action::Changelog(_)))
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn crash_and_restore_changes_nothing(ops in prop::collection::vec(op(), 1..60), crash in 1usize..60) {
+        let config = config::parse(CONFIG, "prop.toml").unwrap().config;
+        let input = render(&ops);
+        let crash = crash.min(ops.len());
+        let (straight_sim, straight) = sim::run(config.clone(), &input, None, None, true).unwrap();
+        let (crashed_sim, crashed) = sim::run(config.clone(), &input, None, Some(crash), true).unwrap();
+        prop_assert_eq!(decisions(&straight), decisions(&crashed));
+        prop_assert_eq!(straight_sim.engine().snapshot(), crashed_sim.engine().snapshot());
+
+        // Invariants of the final state.
+        let engine = straight_sim.engine();
+        for pool in &engine.pools {
+            prop_assert!(pool.max_running.is_none_or(|m| pool.running <= m), "{} over its limit", pool.name);
+        }
+        for (i, rt) in engine.rt.iter().enumerate() {
+            let running = rt.state == crate::task::TaskState::Running;
+            prop_assert_eq!(running, rt.run.is_some(), "task {} run/state mismatch", i);
+        }
+        // Restoring from the full changelog gives the same state.
+        let records = straight.iter().filter_map(|o| match &o.action {
+            Action::Changelog(r) => Some(r.clone()),
+            _ => None,
+        });
+        let restored = super::Engine::restore(&config, |_| true, records).unwrap();
+        prop_assert_eq!(restored.snapshot(), engine.snapshot());
+    }
+}

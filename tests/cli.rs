@@ -1,0 +1,138 @@
+//! The `reactor` binary as users run it: exit codes, messages, and
+//! `simulate` printing exactly a golden scenario's expected lines.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn reactor(args: &[&str], stdin: Option<&Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reactor"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if let Some(path) = stdin {
+        cmd.stdin(std::fs::File::open(path).unwrap());
+    }
+    cmd.output().unwrap()
+}
+
+fn temp_config(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn simulate_reproduces_a_scenario_from_stdin() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/bounded_hold");
+    let out = reactor(
+        &["simulate", "-c", dir.join("config.toml").to_str().unwrap()],
+        Some(&dir.join("input.jsonl")),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parse = |text: &str| -> Vec<serde_json::Value> {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let want = std::fs::read_to_string(dir.join("expected.jsonl")).unwrap();
+    assert_eq!(parse(&String::from_utf8_lossy(&out.stdout)), parse(&want));
+}
+
+#[test]
+fn invalid_config_exits_2_naming_file_line_task_and_field() {
+    let path = temp_config(
+        "bad",
+        "[[task]]\nid = \"orders_daily\"\ntrigger = \"all(all(delta(a/b, 1h)))\"\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.toml:3: task `orders_daily`, field `trigger`"),
+        "{err}"
+    );
+    assert!(err.contains("column 5"), "{err}");
+}
+
+#[test]
+fn unknown_key_exits_2() {
+    let path = temp_config(
+        "unknown",
+        "[[task]]\nid = \"a\"\ntrigger = \"delta(a/b, 1h)\"\nretries = 3\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 4") && err.contains("retries"), "{err}");
+}
+
+#[test]
+fn lint_warns_on_stderr_and_runs() {
+    let path = temp_config(
+        "lint",
+        "[[task]]\nid = \"fresh\"\ntrigger = \"delay(a/b, 1h)\"\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("warning: ") && err.contains("task `fresh`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explain_prints_a_json_line_and_a_tree() {
+    let out = reactor(
+        &[
+            "simulate",
+            "-c",
+            "examples/tasks.toml",
+            "-i",
+            "examples/ctl.jsonl",
+            "--explain",
+            "orders_daily",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "explain");
+    assert_eq!(last["id"], "orders_daily");
+    assert_eq!(last["explain"]["children"].as_array().unwrap().len(), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chunk_delta(dwh.orders/max_dt, day)"));
+}
+
+#[test]
+fn bad_input_line_is_an_error_naming_the_line() {
+    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-input", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.jsonl");
+    std::fs::write(
+        &input,
+        "{\"at\": \"2024-01-01T00:00:00Z\", \"ctl\": {\"entity\": \"a\"}}\n",
+    )
+    .unwrap();
+    let out = reactor(
+        &[
+            "simulate",
+            "-c",
+            "examples/tasks.toml",
+            "-i",
+            input.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("input line 1"));
+}
