@@ -231,7 +231,7 @@ impl Engine {
                         continue;
                     };
                     engine.rt[i as usize] = match &record.value {
-                        Some(Value::Task(r)) => engine.from_record(&record.key, r)?,
+                        Some(Value::Task(r)) => engine.rt_from_record(&record.key, r)?,
                         None => TaskRt::default(),
                     };
                 }

@@ -44,7 +44,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn from_record(&mut self, key: &str, r: &TaskRecord) -> Result<TaskRt, Error> {
+    pub(super) fn rt_from_record(&mut self, key: &str, r: &TaskRecord) -> Result<TaskRt, Error> {
         let mut ids = |values: &BTreeMap<String, Timestamp>| {
             values
                 .iter()

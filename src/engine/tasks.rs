@@ -153,10 +153,10 @@ impl Engine {
 
     pub(super) fn on_result(&mut self, result: RunResult, now: Timestamp) {
         let Some((task, _)) = run::parse_run_id(&result.run_id) else {
-            return self.reject(&result.run_id.clone(), &result, Rejection::BadRunId);
+            return self.reject(&result.run_id, &result, Rejection::BadRunId);
         };
         let Some(&i) = self.by_id.get(task) else {
-            return self.reject(&task.to_string(), &result, Rejection::UnknownTarget);
+            return self.reject(task, &result, Rejection::UnknownTarget);
         };
         let rt = &self.rt[i as usize];
         let current = rt.run.as_ref().filter(|_| rt.state == TaskState::Running);
