@@ -136,6 +136,8 @@ pub struct Engine {
     dirty: Vec<u32>,
     pending_pools: Vec<usize>,
     out: Vec<Action>,
+    /// Keys restored from the changelog that no owned task has: tombstoned at start.
+    orphans: Vec<String>,
 }
 
 impl Engine {
@@ -211,12 +213,14 @@ impl Engine {
             dirty: Vec::new(),
             pending_pools: Vec::new(),
             out: Vec::new(),
+            orphans: Vec::new(),
         }
     }
 
     /// Rebuilds a shard from the changelog records it emitted (in order; last
-    /// write wins, so duplicates are harmless). Records of tasks no longer
-    /// configured are ignored. Call [`Engine::load_ctl`] for the CTL table and
+    /// write wins, so duplicates are harmless). Records of tasks this shard no
+    /// longer owns (deleted, or moved to another pool) are tombstoned by
+    /// [`Engine::start`]. Call [`Engine::load_ctl`] for the CTL table and
     /// then [`Engine::start`].
     pub fn restore(
         config: &Config,
@@ -228,6 +232,11 @@ impl Engine {
             match record.store {
                 Store::Task => {
                     let Some(&i) = engine.by_id.get(&record.key) else {
+                        if record.value.is_some() {
+                            engine.orphans.push(record.key);
+                        } else {
+                            engine.orphans.retain(|k| *k != record.key);
+                        }
                         continue;
                     };
                     engine.rt[i as usize] = match &record.value {
@@ -250,6 +259,15 @@ impl Engine {
     /// Starts the shard at `now`: arms staleness SLAs and evaluates every
     /// idle task once (after a restore this fires exactly what is due).
     pub fn start(&mut self, now: Timestamp) -> Vec<Action> {
+        self.orphans.sort();
+        self.orphans.dedup();
+        for key in std::mem::take(&mut self.orphans) {
+            self.out.push(Action::Changelog(ChangelogRecord {
+                store: Store::Task,
+                key,
+                value: None,
+            }));
+        }
         for i in 0..self.defs.len() as u32 {
             let (def, rt) = (&self.defs[i as usize], &mut self.rt[i as usize]);
             if let (Some(every), None) = (def.expect_every, rt.sla_due) {

@@ -147,3 +147,40 @@ proptest! {
         prop_assert_eq!(restored.snapshot(), engine.snapshot());
     }
 }
+
+#[test]
+fn records_of_removed_tasks_are_tombstoned_at_start() {
+    let config = config::parse(CONFIG, "prop.toml").unwrap().config;
+    let input = render(&[(
+        0,
+        Op::Ctl {
+            param: 0,
+            minutes: 0,
+        },
+    )]);
+    let (_, out) = sim::run(config, &input, None, None, true).unwrap();
+    let records: Vec<_> = out
+        .iter()
+        .filter_map(|o| match &o.action {
+            Action::Changelog(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(records.iter().any(|r| r.key == "load"));
+    let without_load = config::parse(
+        &CONFIG.replace("id = \"load\"", "id = \"load_v2\""),
+        "prop.toml",
+    )
+    .unwrap()
+    .config;
+    let mut engine = super::Engine::restore(&without_load, |_| true, records).unwrap();
+    let actions = engine.start("2024-01-01T00:00:00Z".parse().unwrap());
+    let tombstones: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Changelog(r) if r.value.is_none() => Some(r.key.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tombstones, vec!["load"]);
+}
