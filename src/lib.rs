@@ -2,6 +2,29 @@
 //! parameters, decides which tasks must run, dispatches and supervises the
 //! runs, and records what each successful run saw.
 //!
+//! # Example
+//!
+//! The core is usable on its own: load a configuration, feed timed inputs,
+//! read the decisions.
+//!
+//! ```
+//! let config = reactor::config::parse(
+//!     r#"
+//!     [[task]]
+//!     id = "orders_daily"
+//!     trigger = "chunk_delta(dwh.orders/max_dt, day, 2)"
+//!     "#,
+//!     "example.toml",
+//! )?
+//! .config;
+//! let input = r#"{"at": "2021-04-25T04:00:00Z", "ctl": {"entity": "dwh.orders", "param": "max_dt", "value": "2021-04-25T03:27:33Z"}}"#;
+//! let (_, outputs) = reactor::sim::run(config, input, None, None, false)?;
+//! let line = serde_json::to_value(&outputs[0])?;
+//! assert_eq!(line["kind"], "run");
+//! assert_eq!(line["run_id"], "orders_daily#1");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layout
 //!
 //! The core is pure (no I/O, no clock): `ctl`, `trigger`, `task`, `run` and

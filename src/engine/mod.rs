@@ -27,7 +27,7 @@ use crate::timers::Timers;
 use crate::trigger::Trigger;
 
 pub use input::{Command, Input, RunResult};
-pub use view::TaskView;
+pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
 /// Why a changelog could not be restored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,6 +138,7 @@ pub struct Engine {
     out: Vec<Action>,
     /// Keys restored from the changelog that no owned task has: tombstoned at start.
     orphans: Vec<String>,
+    stats: Stats,
 }
 
 impl Engine {
@@ -214,6 +215,7 @@ impl Engine {
             pending_pools: Vec::new(),
             out: Vec::new(),
             orphans: Vec::new(),
+            stats: Stats::default(),
         }
     }
 

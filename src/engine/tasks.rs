@@ -29,7 +29,8 @@ impl Values<ParamId> for TaskValues<'_> {
 }
 
 impl Engine {
-    fn eval(&self, i: u32, now: Timestamp) -> bool {
+    fn eval(&mut self, i: u32, now: Timestamp) -> bool {
+        self.stats.evaluated += 1;
         let def = &self.defs[i as usize];
         let values = TaskValues {
             table: &self.table,
@@ -53,6 +54,7 @@ impl Engine {
         if self.rt[i as usize].state != TaskState::Idle || !self.eval(i, now) {
             return;
         }
+        self.stats.fired += 1;
         let (pool, priority) = {
             let def = &self.defs[i as usize];
             (def.pool, def.priority)

@@ -52,7 +52,85 @@ pub struct TaskView {
     pub explain: Explain,
 }
 
+/// One line of a task listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskSummary {
+    /// Task id.
+    pub id: String,
+    /// Pool.
+    pub pool: String,
+    /// Lifecycle state.
+    pub state: TaskState,
+    /// Since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    /// Consecutive failed attempts.
+    pub failures: u32,
+    /// Last success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<Timestamp>,
+}
+
+/// Counts of what the engine did since it was built (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    /// Trigger evaluations (on change, on return to idle, at dispatch).
+    pub evaluated: u64,
+    /// Evaluations that queued a task.
+    pub fired: u64,
+}
+
+/// Queue depth and running runs of one pool (for metrics).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolStats {
+    /// Pool name.
+    pub pool: String,
+    /// Tasks queued.
+    pub queued: usize,
+    /// Runs in flight.
+    pub running: u32,
+}
+
 impl Engine {
+    /// Every task this shard owns, in declaration order.
+    pub fn task_summaries(&self) -> Vec<TaskSummary> {
+        self.defs
+            .iter()
+            .zip(&self.rt)
+            .map(|(def, rt)| TaskSummary {
+                id: def.id.clone(),
+                pool: self.pools[def.pool].name.clone(),
+                state: rt.state,
+                since: rt.since,
+                failures: rt.failures,
+                last_success: rt.last_success,
+            })
+            .collect()
+    }
+
+    /// What the engine did so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Per-pool queue depth and running count, pools with tasks in this shard only.
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
+        let mut used = vec![false; self.pools.len()];
+        for def in &self.defs {
+            used[def.pool] = true;
+        }
+        self.pools
+            .iter()
+            .zip(used)
+            .filter(|(_, used)| *used)
+            .map(|(p, _)| PoolStats {
+                pool: p.name.clone(),
+                queued: p.queue.len(),
+                running: p.running,
+            })
+            .collect()
+    }
+
     /// The view of `task` at `now`, if this shard owns it.
     pub fn task_view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
         let i = *self.by_id.get(task)? as usize;
