@@ -101,6 +101,7 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
         tasks,
+        kafka: config::KafkaSettings::default(),
     }
 }
 

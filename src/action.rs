@@ -139,3 +139,19 @@ pub enum Event {
         reason: String,
     },
 }
+
+impl Event {
+    /// The task the event is about: its key on `reactor.events`.
+    pub fn task(&self) -> &str {
+        match self {
+            Event::CtlMovedBack { task, .. }
+            | Event::ResultRejected { task, .. }
+            | Event::RunTimedOut { task, .. }
+            | Event::RunFailed { task, .. }
+            | Event::Parked { task, .. }
+            | Event::Dead { task, .. }
+            | Event::SlaMissed { task, .. }
+            | Event::CommandRejected { task, .. } => task,
+        }
+    }
+}

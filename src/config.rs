@@ -12,6 +12,7 @@ use jiff::tz::TimeZone;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::codec::Format;
 use crate::ctl::ParamName;
 use crate::duration::Duration;
 use crate::trigger::{self, Trigger};
@@ -89,6 +90,97 @@ pub struct File {
     /// Reactive tasks.
     #[serde(default)]
     pub task: Vec<Spanned<TaskFile>>,
+    /// How to reach Kafka and which topics to use (`reactor run`).
+    #[serde(default)]
+    pub kafka: KafkaSettings,
+}
+
+/// The `[kafka]` section: brokers, group, topics, exactly-once, client pass-through.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaSettings {
+    /// Bootstrap servers, e.g. "localhost:9092" (overridden by `--brokers` / `REACTOR_BROKERS`).
+    pub brokers: Option<String>,
+    /// Consumer group of all Reactor instances of one deployment.
+    pub group_id: String,
+    /// This instance's stable name; the transactional id is `GROUP-INSTANCE`. Default: the host name.
+    pub instance_id: Option<String>,
+    /// Commit outputs, state and input offsets in one Kafka transaction (false: at-least-once
+    /// with an idempotent producer, for brokers without transactions).
+    pub exactly_once: bool,
+    /// How long a batch collects inputs before it is committed.
+    pub commit_interval: Duration,
+    /// Partitions of the topics Reactor creates when they are missing.
+    pub partitions: i32,
+    /// Replication factor of the topics Reactor creates.
+    pub replication_factor: i32,
+    /// Topic names.
+    pub topics: Topics,
+    /// Encoding of each output topic.
+    pub formats: Formats,
+    /// Properties passed to every librdkafka client as they are (e.g. "security.protocol").
+    pub librdkafka: BTreeMap<String, String>,
+}
+
+impl Default for KafkaSettings {
+    fn default() -> Self {
+        KafkaSettings {
+            brokers: None,
+            group_id: "reactor".to_string(),
+            instance_id: None,
+            exactly_once: true,
+            commit_interval: Duration::from_millis(100),
+            partitions: 6,
+            replication_factor: 1,
+            topics: Topics::default(),
+            formats: Formats::default(),
+            librdkafka: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[kafka.topics]`: every topic name is configurable.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Topics {
+    /// CTL changes (in; read whole by every instance).
+    pub ctl: String,
+    /// Worker results (in; co-partitioned).
+    pub results: String,
+    /// Operator commands (in; co-partitioned).
+    pub commands: String,
+    /// Run commands of tasks without a `topic` of their own (out).
+    pub runs: String,
+    /// Audit and alert events (out).
+    pub events: String,
+    /// Records that could not be decoded (out).
+    pub dead: String,
+    /// Compacted state changelog (internal; co-partitioned).
+    pub changelog: String,
+}
+
+impl Default for Topics {
+    fn default() -> Self {
+        Topics {
+            ctl: "ctl.changes".into(),
+            results: "reactor.results".into(),
+            commands: "reactor.commands".into(),
+            runs: "reactor.runs".into(),
+            events: "reactor.events".into(),
+            dead: "reactor.dead".into(),
+            changelog: "reactor.changelog".into(),
+        }
+    }
+}
+
+/// `[kafka.formats]`: `"protobuf"` (default) or `"json"` per output topic.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Formats {
+    /// Run commands.
+    pub runs: Format,
+    /// Events.
+    pub events: Format,
 }
 
 /// A `[[pool]]` section.
@@ -252,6 +344,8 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// Tasks in file order.
     pub tasks: Vec<Task>,
+    /// Kafka settings.
+    pub kafka: KafkaSettings,
 }
 
 /// A configuration with the lint findings that did not stop it.
@@ -471,9 +565,42 @@ impl Validator<'_> {
                 strict: file.strict,
                 pools,
                 tasks,
+                kafka: self.kafka(file.kafka)?,
             },
             warnings,
         })
+    }
+
+    fn kafka(&self, k: KafkaSettings) -> Result<KafkaSettings, Error> {
+        let at = self.text.find("[kafka").unwrap_or(0);
+        let bad = |field: &str, message: &str| self.invalid(at, "section [kafka]", field, message);
+        if k.group_id.is_empty() {
+            return Err(bad("group_id", "must not be empty"));
+        }
+        if k.commit_interval.is_zero() {
+            return Err(bad("commit_interval", "must be positive, e.g. \"100ms\""));
+        }
+        if k.partitions < 1 {
+            return Err(bad("partitions", "must be at least 1"));
+        }
+        if k.replication_factor < 1 {
+            return Err(bad("replication_factor", "must be at least 1"));
+        }
+        let t = &k.topics;
+        for (field, name) in [
+            ("topics.ctl", &t.ctl),
+            ("topics.results", &t.results),
+            ("topics.commands", &t.commands),
+            ("topics.runs", &t.runs),
+            ("topics.events", &t.events),
+            ("topics.dead", &t.dead),
+            ("topics.changelog", &t.changelog),
+        ] {
+            if name.is_empty() {
+                return Err(bad(field, "must not be empty"));
+            }
+        }
+        Ok(k)
     }
 
     fn retry(&self, t: &TaskFile, at: usize, subject: &str) -> Result<RetryPolicy, Error> {

@@ -37,6 +37,16 @@ impl Duration {
         Duration(SignedDuration::from_secs(secs))
     }
 
+    /// A duration of whole milliseconds.
+    pub const fn from_millis(millis: i64) -> Self {
+        Duration(SignedDuration::from_millis(millis))
+    }
+
+    /// The span as a std duration (negative never occurs: durations parse non-negative).
+    pub fn to_std(self) -> std::time::Duration {
+        std::time::Duration::try_from(self.0).unwrap_or_default()
+    }
+
     /// The span as a signed jiff duration, for timestamp arithmetic.
     pub const fn get(self) -> SignedDuration {
         self.0

@@ -40,17 +40,31 @@
 //! - [`engine`]: one shard's state machine, `apply(input, now) -> actions`, `tick`, `restore`.
 //! - [`action`]: what the engine decides, as data: run commands, events, changelog records.
 //! - [`changelog`]: changelog record types: the state a shard persists and restores from.
+//! - [`proto`]: types generated from `schemas/reactor.proto` (prost + proto3 JSON serde).
+//! - [`codec`]: the wire format: decoding inputs and encoding outputs, protobuf or JSON.
+//! - [`clock`]: injected time: the system clock, a manual clock for tests.
+//! - [`kafka`]: the Kafka edge: client settings, topic checks and creation, murmur2 partitioning, reading a partition to its end.
+//! - [`runtime`]: the shell: shards on Kafka, exactly-once batches, restore, rebalance, supervision.
 //! - [`sim`]: `reactor simulate`: the engine over timed JSON-lines inputs with a manual clock.
 //! - [`cli`]: the command line (`simulate`, `check`).
+//! - [`metrics`]: Prometheus metric names and descriptions, recording helpers, notable events that log and count.
+//! - [`admin`]: the admin HTTP API: health, readiness, `/metrics`, task state and explain.
 
 pub mod action;
+pub mod admin;
 pub mod changelog;
 pub mod cli;
+pub mod clock;
+pub mod codec;
 pub mod config;
 pub mod ctl;
 pub mod duration;
 pub mod engine;
+pub mod kafka;
+pub mod metrics;
+pub mod proto;
 pub mod run;
+pub mod runtime;
 pub mod sim;
 pub mod task;
 pub mod timers;

@@ -1,0 +1,518 @@
+//! The admin HTTP API: health, readiness, `/metrics`, and task queries over
+//! the shards this instance owns.
+//!
+//! The runtime owns the shards on its own thread and the server never
+//! touches them: it sends a [`Query`] with a one-shot reply channel and waits
+//! at most [`QUERY_TIMEOUT`], so a stuck or restoring runtime makes queries
+//! fail with 503 instead of hanging scrapes and operators.
+//!
+//! | Route              | Answer                                                     |
+//! |--------------------|------------------------------------------------------------|
+//! | `GET /healthz`     | 200 `ok` while the process serves requests                 |
+//! | `GET /readyz`      | 200 `ready` or 503 `not ready`                             |
+//! | `GET /metrics`     | Prometheus text exposition                                 |
+//! | `GET /tasks`       | JSON array of [`TaskSummary`]; `?state=running&pool=etl`   |
+//! | `GET /tasks/{id}`  | JSON [`TaskView`], 404 when another instance owns the task |
+//!
+//! Errors are JSON `{"error": "..."}`.
+
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query as UrlQuery, State};
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{TaskSummary, TaskView};
+use crate::task::TaskState;
+
+/// Where the admin API listens unless `--admin` says otherwise.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+
+/// How long a query waits for the runtime (queueing included).
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Content type of the Prometheus text exposition format.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
+
+// The recorder is installed without the exporter's own upkeep task;
+// draining histograms this often keeps their buffers small between scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// A question for the runtime that owns the shards.
+#[derive(Debug)]
+pub enum Query {
+    /// All tasks of the shards this instance owns.
+    Tasks {
+        /// Where to answer.
+        reply: oneshot::Sender<Vec<TaskSummary>>,
+    },
+    /// One task's state and explain, if owned here.
+    Task {
+        /// Task id.
+        id: String,
+        /// Where to answer; `None` when no owned shard has the task.
+        reply: oneshot::Sender<Option<TaskView>>,
+    },
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AdminState {
+    /// Readiness, set by the runtime (see [`crate::metrics::set_ready`]).
+    pub ready: Arc<AtomicBool>,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+    /// Queries to the runtime.
+    pub queries: mpsc::Sender<Query>,
+}
+
+/// Why a request failed; each variant maps to one status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No shard of this instance has the task (it may live on another).
+    #[error("task {0} is not owned by this instance")]
+    NotOwned(String),
+    /// `?state=` names no task state.
+    #[error("unknown state {0:?}, expected one of: {states}", states = state_names())]
+    BadState(String),
+    /// No such route.
+    #[error("no route for {0}")]
+    NoRoute(String),
+    /// The runtime did not answer in time (busy, restoring, or stuck).
+    #[error("the runtime did not answer within {}s", .0.as_secs())]
+    Timeout(Duration),
+    /// The runtime stopped listening for queries.
+    #[error("the runtime is not running")]
+    RuntimeGone,
+}
+
+impl Error {
+    /// The HTTP status of the error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::NotOwned(_) | Error::NoRoute(_) => StatusCode::NOT_FOUND,
+            Error::BadState(_) => StatusCode::BAD_REQUEST,
+            Error::Timeout(_) | Error::RuntimeGone => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// Whether asking again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.status() == StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+fn state_names() -> String {
+    let names: Vec<_> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
+    names.join(", ")
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.to_string() });
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+/// The admin routes over `state`.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/tasks", get(tasks))
+        .route("/tasks/{id}", get(task))
+        .fallback(|uri: Uri| async move { Error::NoRoute(uri.path().to_string()) })
+        .with_state(state)
+}
+
+/// Serves the admin API on `listener` until `shutdown` completes, running
+/// the metrics recorder's upkeep meanwhile.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, "admin API listening");
+    let handle = state.metrics.clone();
+    let upkeep = tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP_EVERY);
+        loop {
+            every.tick().await;
+            handle.run_upkeep();
+        }
+    });
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    upkeep.abort();
+    served
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        state.metrics.render(),
+    )
+}
+
+/// Filters of `GET /tasks`.
+#[derive(Debug, Default, Deserialize)]
+struct TasksFilter {
+    state: Option<String>,
+    pool: Option<String>,
+}
+
+async fn tasks(
+    State(state): State<AdminState>,
+    UrlQuery(filter): UrlQuery<TasksFilter>,
+) -> Result<Json<Vec<TaskSummary>>, Error> {
+    // Validate before asking, so a typo does not cost a runtime round trip.
+    let wanted = match filter.state {
+        Some(name) => Some(
+            TaskState::ALL
+                .into_iter()
+                .find(|s| s.as_str() == name)
+                .ok_or(Error::BadState(name))?,
+        ),
+        None => None,
+    };
+    let mut all = ask(&state.queries, |reply| Query::Tasks { reply }).await?;
+    all.retain(|t| {
+        wanted.is_none_or(|s| t.state == s) && filter.pool.as_ref().is_none_or(|p| t.pool == *p)
+    });
+    Ok(Json(all))
+}
+
+async fn task(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskView>, Error> {
+    let asked = id.clone();
+    ask(&state.queries, |reply| Query::Task { id: asked, reply })
+        .await?
+        .map(Json)
+        .ok_or(Error::NotOwned(id))
+}
+
+/// Sends a query and waits for its answer, both within [`QUERY_TIMEOUT`]:
+/// a full channel means a busy runtime, which deserves the same 503.
+async fn ask<T>(
+    queries: &mpsc::Sender<Query>,
+    query: impl FnOnce(oneshot::Sender<T>) -> Query,
+) -> Result<T, Error> {
+    let (reply, answer) = oneshot::channel();
+    let exchange = async {
+        queries
+            .send(query(reply))
+            .await
+            .map_err(|_| Error::RuntimeGone)?;
+        answer.await.map_err(|_| Error::RuntimeGone)
+    };
+    tokio::time::timeout(QUERY_TIMEOUT, exchange)
+        .await
+        .map_err(|_| Error::Timeout(QUERY_TIMEOUT))?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::SocketAddr;
+
+    use jiff::Timestamp;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::config;
+    use crate::engine::Engine;
+
+    const CONFIG: &str = r#"
+[[pool]]
+name = "etl"
+max_running = 1
+
+[[task]]
+id = "load"
+pool = "etl"
+trigger = "delta(raw/a, 1min)"
+timeout = "10m"
+
+[[task]]
+id = "report"
+trigger = "delta(dwh/b, 1min)"
+"#;
+
+    struct Reply {
+        status: u16,
+        content_type: Option<String>,
+        body: String,
+    }
+
+    impl Reply {
+        fn json(&self) -> Value {
+            serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+        }
+    }
+
+    /// One HTTP/1.1 GET over a fresh connection; `Connection: close` lets the
+    /// body run to end of stream.
+    async fn get(addr: SocketAddr, path: &str) -> Reply {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let raw = tokio::task::spawn_blocking(move || {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut raw = String::new();
+            stream.read_to_string(&mut raw).unwrap();
+            raw
+        })
+        .await
+        .unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a header block");
+        let mut lines = head.lines();
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap();
+        let content_type = lines.find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_string())
+        });
+        assert!(
+            !head.to_ascii_lowercase().contains("chunked"),
+            "chunked replies are not decoded here: {head}"
+        );
+        Reply {
+            status: status.parse().unwrap(),
+            content_type,
+            body: body.to_string(),
+        }
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// An engine with `load` running and `report` idle, answering queries on
+    /// its own thread as the real runtime does.
+    fn runtime() -> mpsc::Sender<Query> {
+        let loaded = config::parse(CONFIG, "t.toml").unwrap();
+        let mut engine = Engine::new(&loaded.config);
+        let now = ts("2024-05-01T10:00:00Z");
+        engine.apply_ctl("raw", "a", ts("2024-05-01T09:00:00Z"), now);
+        let (queries, mut rx) = mpsc::channel(8);
+        std::thread::spawn(move || {
+            while let Some(query) = rx.blocking_recv() {
+                match query {
+                    Query::Tasks { reply } => {
+                        let _ = reply.send(engine.task_summaries());
+                    }
+                    Query::Task { id, reply } => {
+                        let _ = reply.send(engine.task_view(&id, now));
+                    }
+                }
+            }
+        });
+        queries
+    }
+
+    struct Server {
+        addr: SocketAddr,
+        ready: Arc<AtomicBool>,
+        stop: oneshot::Sender<()>,
+        served: tokio::task::JoinHandle<io::Result<()>>,
+    }
+
+    async fn start(queries: mpsc::Sender<Query>) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let ready = Arc::new(AtomicBool::new(false));
+        let state = AdminState {
+            ready: ready.clone(),
+            metrics: crate::metrics::install().unwrap(),
+            queries,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        Server {
+            addr,
+            ready,
+            stop,
+            served,
+        }
+    }
+
+    impl Server {
+        async fn shutdown(self) {
+            self.stop.send(()).unwrap();
+            self.served.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn health_and_readiness() {
+        let server = start(runtime()).await;
+        let health = get(server.addr, "/healthz").await;
+        assert_eq!((health.status, health.body.as_str()), (200, "ok"));
+
+        let not_ready = get(server.addr, "/readyz").await;
+        assert_eq!(
+            (not_ready.status, not_ready.body.as_str()),
+            (503, "not ready")
+        );
+        crate::metrics::set_ready(&server.ready, true);
+        let ready = get(server.addr, "/readyz").await;
+        assert_eq!((ready.status, ready.body.as_str()), (200, "ready"));
+        crate::metrics::set_ready(&server.ready, false);
+        assert_eq!(get(server.addr, "/readyz").await.status, 503);
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn metrics_are_prometheus_text() {
+        let server = start(runtime()).await;
+        crate::metrics::record_consumed("admin_test_topic", 2);
+        let reply = get(server.addr, "/metrics").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.content_type.as_deref(), Some(METRICS_CONTENT_TYPE));
+        assert!(
+            reply
+                .body
+                .contains("reactor_events_consumed_total{topic=\"admin_test_topic\"} 2"),
+            "{}",
+            reply.body
+        );
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn lists_and_filters_tasks() {
+        let server = start(runtime()).await;
+        let all = get(server.addr, "/tasks").await;
+        assert_eq!(all.status, 200);
+        assert_eq!(
+            all.content_type.as_deref(),
+            Some("application/json"),
+            "{}",
+            all.body
+        );
+        let all = all.json();
+        let states: Vec<_> = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["id"].as_str().unwrap(), t["state"].as_str().unwrap()))
+            .collect();
+        assert_eq!(states, [("load", "running"), ("report", "idle")]);
+        assert_eq!(all[0]["pool"], "etl");
+        assert!(all[0]["since"].is_string());
+
+        let running = get(server.addr, "/tasks?state=running").await.json();
+        assert_eq!(running.as_array().unwrap().len(), 1);
+        assert_eq!(running[0]["id"], "load");
+        let default_pool = get(server.addr, "/tasks?pool=default").await.json();
+        assert_eq!(default_pool.as_array().unwrap().len(), 1);
+        assert_eq!(default_pool[0]["id"], "report");
+        let none = get(server.addr, "/tasks?state=dead&pool=etl").await.json();
+        assert_eq!(none, serde_json::json!([]));
+
+        let bad = get(server.addr, "/tasks?state=sleeping").await;
+        assert_eq!(bad.status, 400);
+        assert!(bad.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown state \"sleeping\", expected one of: idle, queued, running,"));
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn shows_one_task() {
+        let server = start(runtime()).await;
+        let reply = get(server.addr, "/tasks/load").await;
+        assert_eq!(reply.status, 200);
+        let view = reply.json();
+        assert_eq!(view["id"], "load");
+        assert_eq!(view["state"], "running");
+        assert_eq!(view["trigger"], "delta(raw/a, 1min)");
+        assert_eq!(view["run"]["attempt"], 1);
+        assert_eq!(view["current"]["raw/a"], "2024-05-01T09:00:00Z");
+        assert_eq!(view["explain"]["value"], true);
+
+        let missing = get(server.addr, "/tasks/nope").await;
+        assert_eq!(missing.status, 404);
+        assert_eq!(
+            missing.json(),
+            serde_json::json!({"error": "task nope is not owned by this instance"})
+        );
+        let no_route = get(server.addr, "/nowhere").await;
+        assert_eq!(no_route.status, 404);
+        assert_eq!(no_route.json()["error"], "no route for /nowhere");
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn unavailable_runtime_is_503() {
+        let (queries, rx) = mpsc::channel(1);
+        drop(rx);
+        let server = start(queries).await;
+        for path in ["/tasks", "/tasks/load"] {
+            let reply = get(server.addr, path).await;
+            assert_eq!(reply.status, 503, "{path}");
+            assert_eq!(
+                reply.json(),
+                serde_json::json!({"error": "the runtime is not running"})
+            );
+        }
+        // Health does not depend on the runtime.
+        assert_eq!(get(server.addr, "/healthz").await.status, 200);
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn dropped_reply_is_503() {
+        // A runtime that takes queries but drops them (e.g. while a shard is
+        // being rebuilt) must not leave the request waiting.
+        let (queries, mut rx) = mpsc::channel::<Query>(1);
+        let runtime = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let server = start(queries).await;
+        let reply = get(server.addr, "/tasks/load").await;
+        assert_eq!(reply.status, 503);
+        assert_eq!(reply.json()["error"], "the runtime is not running");
+        server.shutdown().await;
+        runtime.abort();
+    }
+
+    #[test]
+    fn error_statuses() {
+        assert_eq!(
+            Error::Timeout(QUERY_TIMEOUT).to_string(),
+            "the runtime did not answer within 5s"
+        );
+        assert_eq!(
+            Error::Timeout(QUERY_TIMEOUT).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert!(Error::RuntimeGone.is_retryable());
+        assert!(!Error::NotOwned("x".into()).is_retryable());
+    }
+}

@@ -1,0 +1,40 @@
+//! The wire format: the only module that knows how records are encoded.
+//! Decoders turn Kafka values into core types and encoders turn core types
+//! into Kafka values; the schema is `schemas/reactor.proto` (see
+//! [`crate::proto`]).
+//!
+//! Inputs may be protobuf or the proto3 JSON mapping of the same message,
+//! told apart by their first non-blank byte (`{` is JSON). JSON input takes
+//! field names as in the schema (`run_id`) or in lowerCamelCase (`runId`),
+//! enums by name or number, timestamps as RFC 3339 strings, and rejects
+//! unknown fields. Outputs are protobuf or JSON per topic ([`Format`]); JSON
+//! output uses the schema's names and omits default values. Changelog
+//! records are always written as protobuf.
+//!
+//! Every decoder fails with a [`DecodeError`] whose text says what to fix; a
+//! failed record is poison and goes to the dead-letter topic.
+
+mod changelog;
+mod command;
+mod ctl;
+mod error;
+mod event;
+mod json;
+mod result;
+mod run;
+mod time;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use changelog::{changelog_key, decode_changelog, encode_changelog};
+pub use command::{decode_command, encode_command};
+pub use ctl::{decode_ctl_change, encode_ctl_change, CtlRecord};
+pub use error::DecodeError;
+pub use event::{decode_event, encode_event, event_kind};
+pub use json::{to_json, MessageKind};
+pub use result::{decode_run_result, encode_run_result};
+pub use run::{decode_run_command, encode_run_command, KIND_TASK};
+pub use time::{timestamp_from_proto, timestamp_to_proto};
+pub use wire::{is_json, Format};

@@ -1,0 +1,148 @@
+//! The Kafka edge: client configuration, topic checks and creation, key
+//! partitioning and changelog reads. Errors carry topic, partition and offset.
+
+pub mod partitioner;
+pub mod restore;
+pub mod topics;
+
+use std::collections::BTreeMap;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+pub use partitioner::partition_for;
+
+/// What went wrong talking to Kafka.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operation on one record or partition.
+    #[error("{topic}[{partition}]@{offset}: {source}")]
+    Record {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+        /// Offset (-1 when none applies).
+        offset: i64,
+        /// The client error.
+        source: KafkaError,
+    },
+    /// A client-level operation (create, subscribe, transaction …).
+    #[error("{what}: {source}")]
+    Client {
+        /// What was being done.
+        what: String,
+        /// The client error.
+        source: KafkaError,
+    },
+    /// A topic is missing or misconfigured.
+    #[error("topic {topic}: {message}")]
+    Topic {
+        /// Topic.
+        topic: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Co-partitioned topics have different partition counts.
+    #[error("co-partitioned topics must have the same partition count, found {counts}; recreate or repartition them so they match")]
+    CoPartition {
+        /// "topic=N" list.
+        counts: String,
+    },
+    /// The instance was stopped as if killed (tests of crash recovery).
+    #[error("crashed on request")]
+    Crashed,
+    /// No broker answered in time.
+    #[error("{what}: timed out after {seconds}s (brokers {brokers})")]
+    Timeout {
+        /// What was being done.
+        what: String,
+        /// Bootstrap servers.
+        brokers: String,
+        /// Seconds waited.
+        seconds: u64,
+    },
+}
+
+impl Error {
+    /// Whether retrying the same operation later can succeed (broker down,
+    /// timeouts, abortable transaction errors); poison errors need a change.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Record { source, .. } | Error::Client { source, .. } => is_retryable(source),
+            Error::Timeout { .. } => true,
+            Error::Topic { .. } | Error::CoPartition { .. } | Error::Crashed => false,
+        }
+    }
+
+    /// A client error with context.
+    pub fn client(what: impl Into<String>, source: KafkaError) -> Error {
+        Error::Client {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Whether a client error is worth retrying.
+pub fn is_retryable(e: &KafkaError) -> bool {
+    !matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::Fatal
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+        )
+    )
+}
+
+/// Builds client configurations from bootstrap servers and the pass-through map.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// librdkafka properties applied to every client.
+    pub librdkafka: BTreeMap<String, String>,
+}
+
+impl Clients {
+    /// The common part of every client.
+    pub fn base(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in &self.librdkafka {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// A consumer that never commits: for reading topics whole.
+    pub fn reader(&self) -> ClientConfig {
+        let mut c = self.base();
+        c.set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed")
+            .set("auto.offset.reset", "earliest");
+        // A group id is required by the client even for assign-only use; it is never joined.
+        if c.get("group.id").is_none() {
+            c.set("group.id", "reactor-reader");
+        }
+        c
+    }
+
+    /// A producer with the Java-compatible partitioner.
+    pub fn producer(&self, transactional_id: Option<&str>) -> ClientConfig {
+        let mut c = self.base();
+        c.set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "5");
+        if let Some(id) = transactional_id {
+            c.set("transactional.id", id);
+        }
+        c
+    }
+}

@@ -1,0 +1,65 @@
+//! Reading a partition from its beginning to its end: how a shard restores
+//! its changelog before it processes its partition.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::BorrowedMessage;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{Clients, Error};
+
+/// Reads `topic`/`partition` from the beginning to the end it has now,
+/// handing every record to `each`; returns how many records were read.
+/// Committed data only (`read_committed`).
+pub fn read_to_end(
+    clients: &Clients,
+    topic: &str,
+    partition: i32,
+    timeout: Duration,
+    mut each: impl FnMut(&BorrowedMessage<'_>) -> Result<(), Error>,
+) -> Result<u64, Error> {
+    let consumer: BaseConsumer = clients
+        .reader()
+        .create()
+        .map_err(|e| Error::client(format!("creating a reader of {topic}"), e))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning)
+        .map_err(|e| record_error(topic, partition, -1, e))?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| record_error(topic, partition, -1, e))?;
+    let deadline = Instant::now() + timeout;
+    let mut n = 0;
+    loop {
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!("reading {topic}[{partition}] to its end"),
+                brokers: clients.brokers.clone(),
+                seconds: timeout.as_secs(),
+            });
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Ok(message)) => {
+                each(&message)?;
+                n += 1;
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(n),
+            Some(Err(e)) if super::is_retryable(&e) => {
+                tracing::warn!(topic, partition, error = %e, "reading to end; retrying");
+            }
+            Some(Err(e)) => return Err(record_error(topic, partition, -1, e)),
+        }
+    }
+}
+
+fn record_error(topic: &str, partition: i32, offset: i64, source: KafkaError) -> Error {
+    Error::Record {
+        topic: topic.to_string(),
+        partition,
+        offset,
+        source,
+    }
+}

@@ -1,0 +1,754 @@
+//! Prometheus metrics: every name and description lives here, so the
+//! dashboard in `deploy/` and the code cannot drift apart name by name.
+//!
+//! Counters end in `_total` and durations in `_seconds` by name (the
+//! exporter's unit suffixing stays off, so a name here is the name scraped).
+//! Labels are the `as_str()` names of the crate's enums.
+//!
+//! The engine is pure and counts nothing itself; the shell feeds this module
+//! what the engine returned ([`record_actions`], [`record_result`],
+//! [`record_engine`], [`record_tasks`]) and emits the notable events of the
+//! I/O side ([`DeadLetter`], [`TransactionAborted`], [`Rebalance`], …), each
+//! of which logs and counts in one call.
+
+use std::collections::HashSet;
+use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use jiff::Timestamp;
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
+use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+
+use crate::action::{Action, Event};
+use crate::engine::{PoolStats, RunResult, Stats, TaskSummary};
+use crate::run::Status;
+use crate::task::TaskState;
+
+/// Records read from input topics, by `topic`.
+pub const EVENTS_CONSUMED: &str = "reactor_events_consumed_total";
+/// Trigger evaluations.
+pub const TRIGGERS_EVALUATED: &str = "reactor_triggers_evaluated_total";
+/// Trigger evaluations that queued a task.
+pub const TRIGGERS_FIRED: &str = "reactor_triggers_fired_total";
+/// Run commands sent to workers (first attempts, retries and re-dispatches).
+pub const RUNS_DISPATCHED: &str = "reactor_runs_dispatched_total";
+/// Runs whose success was applied.
+pub const RUNS_SUCCEEDED: &str = "reactor_runs_succeeded_total";
+/// Failed attempts, by what follows (`next`: `backoff`, `parked`, `dead`).
+pub const RUNS_FAILED: &str = "reactor_runs_failed_total";
+/// Passes that got no result before their deadline.
+pub const RUNS_TIMED_OUT: &str = "reactor_runs_timed_out_total";
+/// Results not applied, by `reason` ([`crate::run::Rejection::as_str`]).
+pub const RESULTS_REJECTED: &str = "reactor_results_rejected_total";
+/// Operator commands that could not be applied.
+pub const COMMANDS_REJECTED: &str = "reactor_commands_rejected_total";
+/// Tasks without a success within their `expect_every`.
+pub const SLA_MISSED: &str = "reactor_sla_missed_total";
+/// CTL values that moved backwards.
+pub const CTL_MOVED_BACK: &str = "reactor_ctl_moved_back_total";
+/// Tasks queued per `pool`.
+pub const POOL_QUEUED: &str = "reactor_pool_queued";
+/// Runs in flight per `pool`.
+pub const POOL_RUNNING: &str = "reactor_pool_running";
+/// Tasks per `state` ([`TaskState::as_str`]) on this instance.
+pub const TASKS: &str = "reactor_tasks";
+/// Seconds since the last success, per `task`.
+pub const TASK_SECONDS_SINCE_SUCCESS: &str = "reactor_task_seconds_since_success";
+/// From the input record that caused a dispatch to the dispatch.
+pub const DISPATCH_LATENCY: &str = "reactor_dispatch_latency_seconds";
+/// Time to commit one Kafka transaction.
+pub const TRANSACTION_COMMIT: &str = "reactor_transaction_commit_seconds";
+/// Kafka transactions committed.
+pub const TRANSACTIONS_COMMITTED: &str = "reactor_transactions_committed_total";
+/// Kafka transactions aborted, by `retryable`.
+pub const TRANSACTIONS_ABORTED: &str = "reactor_transactions_aborted_total";
+/// Time to restore one shard from its changelog.
+pub const RESTORE: &str = "reactor_restore_seconds";
+/// Changelog records read while restoring.
+pub const RECORDS_RESTORED: &str = "reactor_records_restored_total";
+/// Records sent to the dead-letter topic, by source `topic`.
+pub const DEAD_LETTERS: &str = "reactor_dead_letters_total";
+/// Consumer group rebalances, by `kind` (`assigned`, `revoked`).
+pub const REBALANCES: &str = "reactor_rebalances_total";
+/// Shards (changelog partitions) this instance owns.
+pub const SHARDS_OWNED: &str = "reactor_shards_owned";
+/// 1 when the instance is ready, 0 otherwise.
+pub const READY: &str = "reactor_ready";
+/// Times the broker could not be reached.
+pub const BROKER_UNAVAILABLE: &str = "reactor_broker_unavailable_total";
+
+/// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
+pub const BUCKETS: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Why metrics could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The exporter refused its configuration, or another global recorder
+    /// was installed first.
+    #[error("cannot install the Prometheus recorder: {0}")]
+    Install(#[from] BuildError),
+}
+
+impl Error {
+    /// A recorder slot taken by someone else stays taken.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// Registers the description and unit of every metric.
+pub fn describe() {
+    describe_counter!(
+        EVENTS_CONSUMED,
+        Unit::Count,
+        "Records read from input topics, by topic."
+    );
+    describe_counter!(TRIGGERS_EVALUATED, Unit::Count, "Trigger evaluations.");
+    describe_counter!(
+        TRIGGERS_FIRED,
+        Unit::Count,
+        "Trigger evaluations that queued a task."
+    );
+    describe_counter!(
+        RUNS_DISPATCHED,
+        Unit::Count,
+        "Run commands sent to workers."
+    );
+    describe_counter!(
+        RUNS_SUCCEEDED,
+        Unit::Count,
+        "Runs whose success was applied."
+    );
+    describe_counter!(
+        RUNS_FAILED,
+        Unit::Count,
+        "Failed attempts, by what follows (backoff, parked, dead)."
+    );
+    describe_counter!(
+        RUNS_TIMED_OUT,
+        Unit::Count,
+        "Passes without a result before their deadline."
+    );
+    describe_counter!(
+        RESULTS_REJECTED,
+        Unit::Count,
+        "Run results not applied, by reason."
+    );
+    describe_counter!(
+        COMMANDS_REJECTED,
+        Unit::Count,
+        "Operator commands not applied."
+    );
+    describe_counter!(
+        SLA_MISSED,
+        Unit::Count,
+        "Tasks without a success within expect_every."
+    );
+    describe_counter!(
+        CTL_MOVED_BACK,
+        Unit::Count,
+        "CTL values that moved backwards."
+    );
+    describe_gauge!(POOL_QUEUED, Unit::Count, "Tasks queued, by pool.");
+    describe_gauge!(POOL_RUNNING, Unit::Count, "Runs in flight, by pool.");
+    describe_gauge!(
+        TASKS,
+        Unit::Count,
+        "Tasks owned by this instance, by state."
+    );
+    describe_gauge!(
+        TASK_SECONDS_SINCE_SUCCESS,
+        Unit::Seconds,
+        "Seconds since the task's last success."
+    );
+    describe_histogram!(
+        DISPATCH_LATENCY,
+        Unit::Seconds,
+        "From the input record that caused a dispatch to the dispatch."
+    );
+    describe_histogram!(
+        TRANSACTION_COMMIT,
+        Unit::Seconds,
+        "Time to commit one Kafka transaction."
+    );
+    describe_counter!(
+        TRANSACTIONS_COMMITTED,
+        Unit::Count,
+        "Kafka transactions committed."
+    );
+    describe_counter!(
+        TRANSACTIONS_ABORTED,
+        Unit::Count,
+        "Kafka transactions aborted, by retryable."
+    );
+    describe_histogram!(
+        RESTORE,
+        Unit::Seconds,
+        "Time to restore one shard from its changelog."
+    );
+    describe_counter!(
+        RECORDS_RESTORED,
+        Unit::Count,
+        "Changelog records read while restoring."
+    );
+    describe_counter!(
+        DEAD_LETTERS,
+        Unit::Count,
+        "Records sent to reactor.dead, by source topic."
+    );
+    describe_counter!(
+        REBALANCES,
+        Unit::Count,
+        "Consumer group rebalances, by kind."
+    );
+    describe_gauge!(SHARDS_OWNED, Unit::Count, "Shards this instance owns.");
+    describe_gauge!(READY, "1 when the instance is ready, 0 otherwise.");
+    describe_counter!(
+        BROKER_UNAVAILABLE,
+        Unit::Count,
+        "Times the broker could not be reached."
+    );
+}
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+// Serialises installation: the global recorder can be set only once, and a
+// second caller must wait for the first's handle rather than fail.
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+/// Installs the global Prometheus recorder and describes every metric.
+///
+/// Idempotent: later calls (tests start several runtimes in one process)
+/// return a clone of the first handle. The recorder runs no upkeep task of
+/// its own; [`crate::admin::serve`] runs it.
+pub fn install() -> Result<PrometheusHandle, Error> {
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let _guard = INSTALLING.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets(&BUCKETS)?
+        .install_recorder()?;
+    describe();
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+/// Counts what a batch of engine actions contains: dispatches and each kind
+/// of event.
+///
+/// Successes leave no action behind; count them with [`record_result`].
+/// Each `CtlMovedBack` event names one affected task; a move is counted once
+/// per batch, however many tasks it touched.
+pub fn record_actions(actions: &[Action]) {
+    let mut moved_back = HashSet::new();
+    for action in actions {
+        let event = match action {
+            Action::Run(_) => {
+                counter!(RUNS_DISPATCHED).increment(1);
+                continue;
+            }
+            Action::Event(event) => event,
+            Action::Changelog(_) => continue,
+        };
+        match event {
+            Event::CtlMovedBack {
+                entity,
+                param,
+                previous,
+                value,
+                ..
+            } => {
+                if moved_back.insert((entity, param, previous, value)) {
+                    counter!(CTL_MOVED_BACK).increment(1);
+                }
+            }
+            Event::ResultRejected { reason, .. } => {
+                counter!(RESULTS_REJECTED, "reason" => reason.as_str()).increment(1);
+            }
+            Event::RunTimedOut { .. } => counter!(RUNS_TIMED_OUT).increment(1),
+            Event::RunFailed { .. } => counter!(RUNS_FAILED, "next" => "backoff").increment(1),
+            Event::Parked { .. } => counter!(RUNS_FAILED, "next" => "parked").increment(1),
+            Event::Dead { .. } => counter!(RUNS_FAILED, "next" => "dead").increment(1),
+            Event::SlaMissed { .. } => counter!(SLA_MISSED).increment(1),
+            Event::CommandRejected { .. } => counter!(COMMANDS_REJECTED).increment(1),
+        }
+    }
+}
+
+/// Counts a success: call with a worker's result and the actions the engine
+/// returned for it (alongside [`record_actions`], which counts failures).
+///
+/// A successful result counts unless the engine rejected it, so a late or
+/// duplicate success is not counted twice.
+pub fn record_result(result: &RunResult, actions: &[Action]) {
+    if result.status != Status::Succeeded {
+        return;
+    }
+    let rejected = actions.iter().any(|a| {
+        matches!(a, Action::Event(Event::ResultRejected { run_id, pass, .. })
+            if *run_id == result.run_id && *pass == result.pass)
+    });
+    if !rejected {
+        counter!(RUNS_SUCCEEDED).increment(1);
+    }
+}
+
+/// Records, for each dispatch in `actions`, the latency from `caused_at`
+/// (the timestamp of the input record the actions answer) to `now`.
+pub fn record_dispatch_latency(actions: &[Action], caused_at: Timestamp, now: Timestamp) {
+    let seconds = now.duration_since(caused_at).as_secs_f64().max(0.0);
+    for action in actions {
+        if let Action::Run(_) = action {
+            histogram!(DISPATCH_LATENCY).record(seconds);
+        }
+    }
+}
+
+/// Counts `records` read from `topic`.
+pub fn record_consumed(topic: &str, records: u64) {
+    counter!(EVENTS_CONSUMED, "topic" => topic.to_string()).increment(records);
+}
+
+/// Exports one shard's evaluation counters and pool gauges.
+///
+/// The engine's [`Stats`] count from its construction, while counters here
+/// live as long as the process; `previous` holds what was already exported
+/// and is advanced to `now`. Reset it to `Stats::default()` when the shard's
+/// engine is rebuilt (restore after a rebalance). Pools are partitioned by
+/// shard, so each pool's gauges have one writer.
+pub fn record_engine(previous: &mut Stats, now: Stats, pools: &[PoolStats]) {
+    counter!(TRIGGERS_EVALUATED).increment(now.evaluated.saturating_sub(previous.evaluated));
+    counter!(TRIGGERS_FIRED).increment(now.fired.saturating_sub(previous.fired));
+    *previous = now;
+    for p in pools {
+        gauge!(POOL_QUEUED, "pool" => p.pool.clone()).set(p.queued as f64);
+        gauge!(POOL_RUNNING, "pool" => p.pool.clone()).set(f64::from(p.running));
+    }
+}
+
+/// Exports the per-state task counts and each task's seconds since its last
+/// success, at `now`.
+///
+/// Pass every task this instance owns in one call: the state gauges are
+/// instance totals. A task never successful has no age gauge. Gauges of tasks
+/// whose shard moved away keep their last value (the exporter cannot drop a
+/// label set); the owning instance exports the live one.
+pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
+    for state in TaskState::ALL {
+        let n = tasks.iter().filter(|t| t.state == state).count();
+        gauge!(TASKS, "state" => state.as_str()).set(n as f64);
+    }
+    for task in tasks {
+        if let Some(last) = task.last_success {
+            let age = now.duration_since(last).as_secs_f64().max(0.0);
+            gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => task.id.clone()).set(age);
+        }
+    }
+}
+
+/// Sets readiness: the flag the admin API serves and the [`READY`] gauge
+/// together, logging when it changes.
+pub fn set_ready(flag: &AtomicBool, ready: bool) {
+    let was = flag.swap(ready, Ordering::SeqCst);
+    gauge!(READY).set(if ready { 1.0 } else { 0.0 });
+    if was != ready {
+        tracing::info!(ready, "readiness changed");
+    }
+}
+
+/// An undecodable record sent to `reactor.dead`.
+#[derive(Debug, Clone, Copy)]
+pub struct DeadLetter<'a> {
+    /// Source topic.
+    pub topic: &'a str,
+    /// Source partition.
+    pub partition: i32,
+    /// Source offset.
+    pub offset: i64,
+    /// Why it could not be decoded.
+    pub reason: &'a str,
+}
+
+impl DeadLetter<'_> {
+    /// Logs a warning and counts it.
+    pub fn emit(&self) {
+        tracing::warn!(
+            topic = self.topic,
+            partition = self.partition,
+            offset = self.offset,
+            reason = self.reason,
+            "dead letter"
+        );
+        counter!(DEAD_LETTERS, "topic" => self.topic.to_string()).increment(1);
+    }
+}
+
+/// A Kafka transaction committed.
+#[derive(Debug, Clone, Copy)]
+pub struct TransactionCommitted {
+    /// Records produced in it.
+    pub records: usize,
+    /// Time the commit took.
+    pub seconds: f64,
+}
+
+impl TransactionCommitted {
+    /// Logs at debug (one per batch: too many for info) and counts it.
+    pub fn emit(&self) {
+        tracing::debug!(
+            records = self.records,
+            seconds = self.seconds,
+            "transaction committed"
+        );
+        counter!(TRANSACTIONS_COMMITTED).increment(1);
+        histogram!(TRANSACTION_COMMIT).record(self.seconds);
+    }
+}
+
+/// A Kafka transaction aborted; its inputs are processed again.
+#[derive(Clone, Copy)]
+pub struct TransactionAborted<'a> {
+    /// Why.
+    pub reason: &'a dyn Display,
+    /// Whether the batch will be redone (otherwise the instance stops).
+    pub retryable: bool,
+}
+
+impl std::fmt::Debug for TransactionAborted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionAborted")
+            .field("reason", &format_args!("{}", self.reason))
+            .field("retryable", &self.retryable)
+            .finish()
+    }
+}
+
+impl TransactionAborted<'_> {
+    /// Logs (a warning when it will be redone, an error otherwise) and counts it.
+    pub fn emit(&self) {
+        if self.retryable {
+            tracing::warn!(reason = %self.reason, retryable = true, "transaction aborted");
+        } else {
+            tracing::error!(reason = %self.reason, retryable = false, "transaction aborted");
+        }
+        let retryable = if self.retryable { "true" } else { "false" };
+        counter!(TRANSACTIONS_ABORTED, "retryable" => retryable).increment(1);
+    }
+}
+
+/// Which way partitions moved in a rebalance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RebalanceKind {
+    /// Partitions given to this instance.
+    Assigned,
+    /// Partitions taken from this instance.
+    Revoked,
+}
+
+impl RebalanceKind {
+    /// Metric label and log field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RebalanceKind::Assigned => "assigned",
+            RebalanceKind::Revoked => "revoked",
+        }
+    }
+}
+
+/// Partitions assigned to or revoked from this instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Rebalance<'a> {
+    /// Which way.
+    pub kind: RebalanceKind,
+    /// The partitions that moved.
+    pub partitions: &'a [i32],
+    /// Shards owned once the rebalance is applied.
+    pub owned: usize,
+}
+
+impl Rebalance<'_> {
+    /// Logs at info, counts it and sets the [`SHARDS_OWNED`] gauge.
+    pub fn emit(&self) {
+        tracing::info!(
+            kind = self.kind.as_str(),
+            partitions = ?self.partitions,
+            owned = self.owned,
+            "rebalance"
+        );
+        counter!(REBALANCES, "kind" => self.kind.as_str()).increment(1);
+        gauge!(SHARDS_OWNED).set(self.owned as f64);
+    }
+}
+
+/// A shard rebuilt from its changelog.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardRestored {
+    /// The changelog partition.
+    pub partition: i32,
+    /// Records read.
+    pub records: u64,
+    /// Time the restore took.
+    pub seconds: f64,
+}
+
+impl ShardRestored {
+    /// Logs at info and records the restore time and records read.
+    pub fn emit(&self) {
+        tracing::info!(
+            partition = self.partition,
+            records = self.records,
+            seconds = self.seconds,
+            "shard restored"
+        );
+        counter!(RECORDS_RESTORED).increment(self.records);
+        histogram!(RESTORE).record(self.seconds);
+    }
+}
+
+/// The broker could not be reached; the shell retries with backoff.
+#[derive(Clone, Copy)]
+pub struct BrokerUnavailable<'a> {
+    /// The client's error.
+    pub error: &'a dyn Display,
+}
+
+impl std::fmt::Debug for BrokerUnavailable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerUnavailable")
+            .field("error", &format_args!("{}", self.error))
+            .finish()
+    }
+}
+
+impl BrokerUnavailable<'_> {
+    /// Logs a warning and counts it. Readiness is the caller's to clear
+    /// ([`set_ready`]), as only it knows when the broker is back.
+    pub fn emit(&self) {
+        tracing::warn!(error = %self.error, "broker unavailable");
+        counter!(BROKER_UNAVAILABLE).increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::action::RunCommand;
+    use crate::run::Rejection;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn run(task: &str) -> Action {
+        Action::Run(RunCommand {
+            task: task.to_string(),
+            run_id: format!("{task}#1"),
+            attempt: 1,
+            pass: 1,
+            snapshot: BTreeMap::new(),
+            params: BTreeMap::new(),
+            deadline: ts("2024-01-01T01:00:00Z"),
+            key: "default".to_string(),
+            topic: None,
+        })
+    }
+
+    fn moved_back(task: &str) -> Action {
+        Action::Event(Event::CtlMovedBack {
+            task: task.to_string(),
+            entity: "metrics_test".to_string(),
+            param: "p".to_string(),
+            previous: ts("2024-01-01T00:00:00Z"),
+            value: ts("2023-12-31T00:00:00Z"),
+        })
+    }
+
+    /// The value of the sample line starting with `series ` (name and labels).
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .map(|v| v.trim().parse().unwrap())
+    }
+
+    #[test]
+    fn install_is_idempotent() {
+        let a = install().unwrap();
+        let b = install().unwrap();
+        counter!(DEAD_LETTERS, "topic" => "metrics_test_idempotent").increment(1);
+        let series = format!("{DEAD_LETTERS}{{topic=\"metrics_test_idempotent\"}}");
+        assert_eq!(sample(&a.render(), &series), Some(1.0));
+        assert_eq!(sample(&b.render(), &series), Some(1.0));
+    }
+
+    #[test]
+    fn records_and_renders() {
+        let handle = install().unwrap();
+        let rejected = Action::Event(Event::ResultRejected {
+            task: "a".to_string(),
+            run_id: "a#1".to_string(),
+            pass: 1,
+            reason: Rejection::StalePass,
+        });
+        let actions = [
+            run("a"),
+            moved_back("a"),
+            moved_back("b"),
+            rejected,
+            Action::Event(Event::Dead {
+                task: "a".to_string(),
+                attempts: 3,
+                error: "boom".to_string(),
+            }),
+        ];
+        record_actions(&actions);
+        record_result(
+            &RunResult {
+                run_id: "a#1".to_string(),
+                pass: 1,
+                status: Status::Succeeded,
+                error: None,
+            },
+            &actions,
+        );
+        record_dispatch_latency(
+            &actions,
+            ts("2024-01-01T00:00:00Z"),
+            ts("2024-01-01T00:00:02Z"),
+        );
+        record_consumed("metrics_test_topic", 3);
+        let mut previous = Stats::default();
+        record_engine(
+            &mut previous,
+            Stats {
+                evaluated: 5,
+                fired: 2,
+            },
+            &[PoolStats {
+                pool: "metrics_test_pool".to_string(),
+                queued: 4,
+                running: 1,
+            }],
+        );
+        assert_eq!(previous.evaluated, 5);
+        let summary = TaskSummary {
+            id: "metrics_test_task".to_string(),
+            pool: "default".to_string(),
+            state: TaskState::Idle,
+            since: None,
+            failures: 0,
+            last_success: Some(ts("2024-01-01T00:00:00Z")),
+        };
+        record_tasks(&[summary], ts("2024-01-01T00:01:30Z"));
+        DeadLetter {
+            topic: "metrics_test_dead",
+            partition: 0,
+            offset: 7,
+            reason: "bad json",
+        }
+        .emit();
+        TransactionCommitted {
+            records: 3,
+            seconds: 0.004,
+        }
+        .emit();
+        TransactionAborted {
+            reason: &"fenced",
+            retryable: true,
+        }
+        .emit();
+        Rebalance {
+            kind: RebalanceKind::Assigned,
+            partitions: &[0, 1],
+            owned: 2,
+        }
+        .emit();
+        ShardRestored {
+            partition: 0,
+            records: 10,
+            seconds: 0.5,
+        }
+        .emit();
+        BrokerUnavailable {
+            error: &"all brokers down",
+        }
+        .emit();
+        set_ready(&AtomicBool::new(false), true);
+
+        let text = handle.render();
+        for needle in [
+            "# HELP reactor_runs_dispatched_total Run commands sent to workers.",
+            "# TYPE reactor_dispatch_latency_seconds histogram",
+            "reactor_dispatch_latency_seconds_bucket{le=\"2.5\"}",
+            "reactor_results_rejected_total{reason=\"stale_pass\"}",
+            "reactor_runs_failed_total{next=\"dead\"}",
+            "reactor_ctl_moved_back_total",
+            "reactor_transaction_commit_seconds_bucket{le=\"0.005\"}",
+            "reactor_restore_seconds_count",
+            "reactor_records_restored_total",
+            "reactor_transactions_aborted_total{retryable=\"true\"}",
+            "reactor_rebalances_total{kind=\"assigned\"}",
+            "reactor_broker_unavailable_total",
+            "reactor_triggers_evaluated_total",
+            "reactor_triggers_fired_total",
+            "reactor_tasks{state=\"idle\"}",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        let check = |series: &str, value: f64| {
+            assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
+        };
+        check(
+            "reactor_events_consumed_total{topic=\"metrics_test_topic\"}",
+            3.0,
+        );
+        check(
+            "reactor_dead_letters_total{topic=\"metrics_test_dead\"}",
+            1.0,
+        );
+        check("reactor_pool_queued{pool=\"metrics_test_pool\"}", 4.0);
+        check("reactor_pool_running{pool=\"metrics_test_pool\"}", 1.0);
+        check(
+            "reactor_task_seconds_since_success{task=\"metrics_test_task\"}",
+            90.0,
+        );
+        check("reactor_shards_owned", 2.0);
+        check("reactor_ready", 1.0);
+    }
+
+    #[test]
+    fn rejected_success_is_not_counted() {
+        // Exact counts need a recorder of our own: tests running in parallel
+        // add to the global one.
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let result = RunResult {
+            run_id: "a#1".to_string(),
+            pass: 2,
+            status: Status::Succeeded,
+            error: None,
+        };
+        let rejected = [Action::Event(Event::ResultRejected {
+            task: "a".to_string(),
+            run_id: "a#1".to_string(),
+            pass: 2,
+            reason: Rejection::NotCurrent,
+        })];
+        metrics::with_local_recorder(&recorder, || {
+            record_result(&result, &rejected);
+            record_result(&result, &[]);
+            record_actions(&[moved_back("a"), moved_back("b"), moved_back("c")]);
+        });
+        let text = handle.render();
+        assert_eq!(sample(&text, RUNS_SUCCEEDED), Some(1.0), "{text}");
+        assert_eq!(sample(&text, CTL_MOVED_BACK), Some(1.0), "{text}");
+    }
+}

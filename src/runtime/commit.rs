@@ -1,0 +1,195 @@
+//! The commit point of a batch: every shard's records and the input offsets,
+//! in one Kafka transaction (or, with exactly-once off, produced and flushed
+//! before the offsets are committed: at-least-once, deduplicated downstream
+//! by the deterministic run ids).
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::output::OutRecord;
+use super::{Error, Runtime, CALL_TIMEOUT, METRICS_INTERVAL};
+use crate::metrics;
+
+impl Runtime {
+    /// Commits what the shards decided since the last commit, with the input
+    /// offsets. On failure the transaction is aborted and the error returned:
+    /// the caller starts over from the committed state.
+    pub(super) fn commit(&mut self) -> Result<(), Error> {
+        let records: usize = self.shards.values().map(|s| s.pending.len()).sum();
+        if records == 0 && self.offsets.is_empty() {
+            self.export_metrics();
+            return Ok(());
+        }
+        let started = Instant::now();
+        let result = if self.options.config.kafka.exactly_once {
+            self.commit_transaction()
+        } else {
+            self.commit_at_least_once()
+        };
+        match result {
+            Ok(()) => {
+                for shard in self.shards.values_mut() {
+                    shard.pending.clear();
+                }
+                self.offsets.clear();
+                metrics::TransactionCommitted {
+                    records,
+                    seconds: started.elapsed().as_secs_f64(),
+                }
+                .emit();
+                self.export_metrics();
+                Ok(())
+            }
+            Err(e) => {
+                metrics::TransactionAborted {
+                    reason: &e,
+                    retryable: e.is_retryable(),
+                }
+                .emit();
+                Err(e)
+            }
+        }
+    }
+
+    fn offsets_list(&self) -> Result<TopicPartitionList, Error> {
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, p), next) in &self.offsets {
+            tpl.add_partition_offset(topic, *p, Offset::Offset(*next))
+                .map_err(|e| Error::Record {
+                    topic: topic.clone(),
+                    partition: *p,
+                    offset: *next,
+                    source: e,
+                })?;
+        }
+        Ok(tpl)
+    }
+
+    fn commit_transaction(&mut self) -> Result<(), Error> {
+        let tx = |what: &str, e: KafkaError| Error::client(format!("transaction: {what}"), e);
+        self.producer
+            .begin_transaction()
+            .map_err(|e| tx("begin", e))?;
+        let sent = self.send_all().and_then(|()| {
+            if self.offsets.is_empty() {
+                return Ok(());
+            }
+            let tpl = self.offsets_list()?;
+            let metadata = self.group.group_metadata().ok_or_else(|| Error::Topic {
+                topic: self.options.config.kafka.topics.results.clone(),
+                message: "no consumer group metadata (not in the group)".into(),
+            })?;
+            self.producer
+                .send_offsets_to_transaction(&tpl, &metadata, CALL_TIMEOUT)
+                .map_err(|e| tx("send offsets", e))
+        });
+        let committed = sent.and_then(|()| {
+            self.producer
+                .commit_transaction(CALL_TIMEOUT)
+                .map_err(|e| tx("commit", e))
+        });
+        if let Err(e) = committed {
+            // Served by the producer's own thread, so abort can complete.
+            if let Err(abort) = self.producer.abort_transaction(CALL_TIMEOUT) {
+                tracing::warn!(error = %abort, "aborting the transaction failed");
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn commit_at_least_once(&mut self) -> Result<(), Error> {
+        let failures = self.producer.context().failures();
+        self.send_all()?;
+        self.producer
+            .flush(CALL_TIMEOUT)
+            .map_err(|e| Error::client("flushing outputs", e))?;
+        if self.producer.context().failures() != failures {
+            return Err(Error::client(
+                "delivering outputs",
+                KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
+            ));
+        }
+        if !self.offsets.is_empty() {
+            let tpl = self.offsets_list()?;
+            self.group
+                .commit(&tpl, CommitMode::Sync)
+                .map_err(|e| Error::client("committing input offsets", e))?;
+        }
+        Ok(())
+    }
+
+    fn send_all(&self) -> Result<(), Error> {
+        for shard in self.shards.values() {
+            for record in &shard.pending {
+                self.send(record)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Produces one record, waiting while the local queue is full.
+    fn send(&self, r: &OutRecord) -> Result<(), Error> {
+        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
+        for (key, value) in &r.headers {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
+        let mut record: BaseRecord<'_, [u8], [u8]> =
+            BaseRecord::to(&r.topic).key(&r.key[..]).headers(headers);
+        if let Some(payload) = &r.payload {
+            record = record.payload(&payload[..]);
+        }
+        if let Some(p) = r.partition {
+            record = record.partition(p);
+        }
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((e, _)) => {
+                    return Err(Error::Record {
+                        topic: r.topic.clone(),
+                        partition: r.partition.unwrap_or(-1),
+                        offset: -1,
+                        source: e,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Engine counters, pool gauges and task staleness, at most every
+    /// [`METRICS_INTERVAL`]: listing every task is not for every commit.
+    fn export_metrics(&mut self) {
+        if self.metrics_at.elapsed() < METRICS_INTERVAL {
+            return;
+        }
+        self.metrics_at = Instant::now();
+        let now = self.now();
+        let mut tasks = Vec::new();
+        for shard in self.shards.values_mut() {
+            metrics::record_engine(
+                &mut shard.stats,
+                shard.engine.stats(),
+                &shard.engine.pool_stats(),
+            );
+            tasks.extend(shard.engine.task_summaries());
+        }
+        metrics::record_tasks(&tasks, now);
+    }
+}

@@ -1,0 +1,227 @@
+//! Inputs: worker results and operator commands from the group, CTL changes
+//! from the global table. Undecodable records become dead letters; records
+//! that reached the wrong partition (a producer without the murmur2
+//! partitioner) are forwarded to the owning one in the same transaction.
+
+use std::time::Duration;
+
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::OwnedMessage;
+use rdkafka::Message;
+
+use super::output::{self, OutRecord};
+use super::{Error, Runtime, MAX_DEFERRED_DEAD, MAX_POLL_BATCH};
+use crate::codec;
+use crate::engine::Input;
+use crate::kafka::partition_for;
+use crate::metrics;
+
+impl Runtime {
+    pub(super) fn poll_group(&mut self, timeout: Duration) -> Result<(), Error> {
+        let mut wait = timeout;
+        for _ in 0..MAX_POLL_BATCH {
+            let message = match self.group.poll(wait) {
+                None => break,
+                Some(Ok(m)) => m.detach(),
+                Some(Err(KafkaError::PartitionEOF(_))) => continue,
+                Some(Err(e)) => {
+                    metrics::BrokerUnavailable { error: &e }.emit();
+                    break;
+                }
+            };
+            wait = Duration::ZERO;
+            self.on_input(&message)?;
+        }
+        Ok(())
+    }
+
+    /// The partition that owns `task` (its pool's partition), if configured.
+    fn owner_of(&self, task: &str) -> Option<i32> {
+        let config = &self.options.config;
+        let t = config.tasks.iter().find(|t| t.id == task)?;
+        let pool = &config.pools[t.pool].name;
+        Some(partition_for(pool.as_bytes(), self.options.partitions))
+    }
+
+    fn on_input(&mut self, m: &OwnedMessage) -> Result<(), Error> {
+        // A rebalance seen inside the poll must be handled before its partitions' records.
+        if self.group.context().pending() {
+            self.handle_ownership()?;
+        }
+        let p = m.partition();
+        if !self.shards.contains_key(&p) {
+            return Ok(());
+        }
+        let topic = m.topic().to_string();
+        self.offsets.insert((topic.clone(), p), m.offset() + 1);
+        metrics::record_consumed(&topic, 1);
+        let payload = m.payload().unwrap_or_default();
+        let topics = &self.options.config.kafka.topics;
+        let decoded = if topic == topics.results {
+            codec::decode_run_result(payload).map(Input::Result)
+        } else {
+            codec::decode_command(payload).map(Input::Command)
+        };
+        let input = match decoded {
+            Ok(input) => input,
+            Err(e) => {
+                let reason = e.to_string();
+                metrics::DeadLetter {
+                    topic: &topic,
+                    partition: p,
+                    offset: m.offset(),
+                    reason: &reason,
+                }
+                .emit();
+                let dead = output::dead_letter(
+                    &self.options.config.kafka,
+                    (&topic, p, m.offset()),
+                    m.key(),
+                    m.payload(),
+                    &reason,
+                );
+                self.shards
+                    .get_mut(&p)
+                    .expect("checked above")
+                    .pending
+                    .push(dead);
+                return Ok(());
+            }
+        };
+        let task = match &input {
+            Input::Result(r) => crate::run::parse_run_id(&r.run_id).map(|(t, _)| t.to_string()),
+            Input::Command(c) => Some(c.task().to_string()),
+            Input::Ctl { .. } => None,
+        };
+        if let Some(owner) = task.as_deref().and_then(|t| self.owner_of(t)) {
+            if owner != p {
+                let forward = OutRecord {
+                    topic: topic.clone(),
+                    partition: Some(owner),
+                    key: m.key().unwrap_or_default().to_vec(),
+                    payload: m.payload().map(<[u8]>::to_vec),
+                    headers: Vec::new(),
+                };
+                tracing::debug!(
+                    topic,
+                    from = p,
+                    to = owner,
+                    "forwarding a record to the partition that owns its task"
+                );
+                self.shards
+                    .get_mut(&p)
+                    .expect("checked above")
+                    .pending
+                    .push(forward);
+                return Ok(());
+            }
+        }
+        let now = self.now();
+        let settings = &self.options.config.kafka;
+        let shard = self.shards.get_mut(&p).expect("checked above");
+        let result = match &input {
+            Input::Result(r) => Some(r.clone()),
+            _ => None,
+        };
+        let actions = shard.engine.apply(input, now);
+        metrics::record_actions(&actions);
+        if let Some(result) = result {
+            metrics::record_result(&result, &actions);
+        }
+        if let Some(at) = input_time(m) {
+            metrics::record_dispatch_latency(&actions, at, now);
+        }
+        output::encode(&actions, p, settings, now, &mut shard.pending);
+        Ok(())
+    }
+
+    pub(super) fn poll_ctl(&mut self) -> Result<(), Error> {
+        for _ in 0..MAX_POLL_BATCH {
+            match self.ctl.poll(Duration::ZERO) {
+                None => break,
+                Some(Ok(m)) => {
+                    let m = m.detach();
+                    self.on_ctl(&m);
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => {
+                    metrics::BrokerUnavailable { error: &e }.emit();
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one CTL change to the table and to every owned shard.
+    pub(super) fn on_ctl(&mut self, m: &OwnedMessage) {
+        let topic = m.topic();
+        metrics::record_consumed(topic, 1);
+        let Some(payload) = m.payload() else {
+            // A tombstone removes nothing: a parameter's value never disappears.
+            return;
+        };
+        let change = match codec::decode_ctl_change(payload) {
+            Ok(change) => change,
+            Err(e) => {
+                // Every instance reads every CTL record; the owner of the
+                // matching shard reports it, so the dead letter is written once
+                // (at least once if that shard moves before it is reported).
+                let owner = m.partition() % self.options.partitions;
+                let reason = e.to_string();
+                metrics::DeadLetter {
+                    topic,
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    reason: &reason,
+                }
+                .emit();
+                let dead = output::dead_letter(
+                    &self.options.config.kafka,
+                    (topic, m.partition(), m.offset()),
+                    m.key(),
+                    m.payload(),
+                    &reason,
+                );
+                match self.shards.get_mut(&owner) {
+                    Some(shard) => shard.pending.push(dead),
+                    None => {
+                        let waiting = self.deferred_dead.entry(owner).or_default();
+                        if waiting.len() < MAX_DEFERRED_DEAD {
+                            waiting.push(dead);
+                        }
+                    }
+                }
+                return;
+            }
+        };
+        self.table.insert(
+            crate::ctl::ParamName::new(change.entity.clone(), change.param.clone()),
+            change.value,
+        );
+        let now = self.now();
+        let settings = &self.options.config.kafka;
+        let at = input_time(m);
+        for (&p, shard) in &mut self.shards {
+            let actions = shard
+                .engine
+                .apply_ctl(&change.entity, &change.param, change.value, now);
+            if actions.is_empty() {
+                continue;
+            }
+            metrics::record_actions(&actions);
+            if let Some(at) = at {
+                metrics::record_dispatch_latency(&actions, at, now);
+            }
+            output::encode(&actions, p, settings, now, &mut shard.pending);
+        }
+    }
+}
+
+/// When the input was produced (its Kafka timestamp), for latency metrics.
+fn input_time(m: &OwnedMessage) -> Option<jiff::Timestamp> {
+    m.timestamp()
+        .to_millis()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+}

@@ -1,0 +1,112 @@
+//! Partition ownership: a shard is restored from its changelog partition
+//! before its inputs are processed, and dropped (with its uncommitted work)
+//! when the partition is revoked.
+
+use std::time::Instant;
+
+use rdkafka::consumer::Consumer;
+use rdkafka::Message;
+
+use super::context::Ownership;
+use super::{output, Error, Runtime, Shard, RESTORE_TIMEOUT};
+use crate::codec;
+use crate::engine::Engine;
+use crate::kafka::{partition_for, restore};
+use crate::metrics;
+
+impl Runtime {
+    pub(super) fn handle_ownership(&mut self) -> Result<(), Error> {
+        for change in self.group.context().take() {
+            match change {
+                Ownership::Revoked(partitions) => {
+                    for &p in &partitions {
+                        // Uncommitted work of a revoked partition is the next owner's to redo.
+                        self.shards.remove(&p);
+                        self.offsets.retain(|(_, q), _| *q != p);
+                    }
+                    metrics::Rebalance {
+                        kind: metrics::RebalanceKind::Revoked,
+                        partitions: &partitions,
+                        owned: self.shards.len(),
+                    }
+                    .emit();
+                }
+                Ownership::Assigned(partitions) => {
+                    for &p in &partitions {
+                        if !self.shards.contains_key(&p) {
+                            self.restore_shard(p)?;
+                        }
+                        if let (Some(shard), Some(dead)) =
+                            (self.shards.get_mut(&p), self.deferred_dead.remove(&p))
+                        {
+                            shard.pending.extend(dead);
+                        }
+                    }
+                    // Ready: in the group, with every owned shard restored.
+                    metrics::set_ready(&self.options.ready, true);
+                    metrics::Rebalance {
+                        kind: metrics::RebalanceKind::Assigned,
+                        partitions: &partitions,
+                        owned: self.shards.len(),
+                    }
+                    .emit();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds shard `p` from `reactor.changelog` partition `p`, feeds it
+    /// the CTL table and starts it (which fires whatever is due).
+    fn restore_shard(&mut self, p: i32) -> Result<(), Error> {
+        let started = Instant::now();
+        let settings = &self.options.config.kafka;
+        let topic = settings.topics.changelog.clone();
+        let mut records = Vec::new();
+        let n = restore::read_to_end(&self.options.clients, &topic, p, RESTORE_TIMEOUT, |m| {
+            match codec::decode_changelog(m.key().unwrap_or_default(), m.payload()) {
+                Ok(record) => records.push(record),
+                // A record this version cannot read is skipped, loudly: the
+                // rest of the shard is still worth serving.
+                Err(e) => {
+                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record")
+                }
+            }
+            Ok(())
+        })?;
+        let partitions = self.options.partitions;
+        let mut engine = Engine::restore(
+            &self.options.config,
+            |pool| partition_for(pool.as_bytes(), partitions) == p,
+            records,
+        )
+        .map_err(|e| Error::Topic {
+            topic: topic.clone(),
+            message: format!("partition {p}: {e}"),
+        })?;
+        for (name, value) in &self.table {
+            engine.load_ctl(name, *value);
+        }
+        let now = self.now();
+        let actions = engine.start(now);
+        metrics::record_actions(&actions);
+        let mut pending = Vec::new();
+        output::encode(&actions, p, settings, now, &mut pending);
+        let stats = engine.stats();
+        self.shards.insert(
+            p,
+            Shard {
+                engine,
+                pending,
+                stats,
+            },
+        );
+        metrics::ShardRestored {
+            partition: p,
+            records: n,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+        .emit();
+        Ok(())
+    }
+}

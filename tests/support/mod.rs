@@ -1,0 +1,265 @@
+//! Test glue for Kafka tests: an in-process mock cluster (or the brokers in
+//! `REACTOR_TEST_BROKERS`), topic setup, a producer and readers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use reactor::clock::SystemClock;
+use reactor::config::Config;
+use reactor::kafka::Clients;
+use reactor::runtime::{supervisor, Options};
+
+/// A Kafka to test against.
+pub struct TestKafka {
+    /// Keeps the in-process cluster alive.
+    pub mock: Option<MockCluster<'static, DefaultProducerContext>>,
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// Prefix making topic and group names unique to one test.
+    pub prefix: String,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestKafka {
+    /// The mock cluster (3 brokers), or `REACTOR_TEST_BROKERS` when set.
+    pub fn new(test: &str) -> TestKafka {
+        let prefix = format!(
+            "{test}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        match std::env::var("REACTOR_TEST_BROKERS") {
+            Ok(brokers) if !brokers.is_empty() => TestKafka {
+                mock: None,
+                brokers,
+                prefix,
+            },
+            _ => {
+                let mock = MockCluster::new(3).expect("mock cluster");
+                let brokers = mock.bootstrap_servers();
+                TestKafka {
+                    mock: Some(mock),
+                    brokers,
+                    prefix,
+                }
+            }
+        }
+    }
+
+    /// A configuration with unique topic and group names and test-friendly timeouts.
+    pub fn config(&self, tasks_toml: &str, partitions: i32, exactly_once: bool) -> Config {
+        let p = &self.prefix;
+        let text = format!(
+            r#"
+{tasks_toml}
+
+[kafka]
+brokers = "{brokers}"
+group_id = "{p}-group"
+exactly_once = {exactly_once}
+commit_interval = "50ms"
+partitions = {partitions}
+
+[kafka.topics]
+ctl = "{p}.ctl"
+results = "{p}.results"
+commands = "{p}.commands"
+runs = "{p}.runs"
+events = "{p}.events"
+dead = "{p}.dead"
+changelog = "{p}.changelog"
+
+[kafka.librdkafka]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+"#,
+            brokers = self.brokers
+        );
+        reactor::config::parse(&text, "test.toml")
+            .expect("test config")
+            .config
+    }
+
+    /// Creates every topic of `config` with `partitions` partitions (the mock
+    /// cluster has no Admin API; a real broker gets them from Reactor itself).
+    pub fn create_topics(&self, config: &Config, partitions: i32) {
+        let t = &config.kafka.topics;
+        if let Some(mock) = &self.mock {
+            for topic in [
+                &t.ctl,
+                &t.results,
+                &t.commands,
+                &t.runs,
+                &t.events,
+                &t.dead,
+                &t.changelog,
+            ] {
+                mock.create_topic(topic, partitions, 1)
+                    .expect("create topic");
+            }
+        } else {
+            let clients = self.clients();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(reactor::kafka::topics::ensure(&clients, config))
+                .expect("ensure topics");
+        }
+    }
+
+    /// Client settings for these brokers.
+    pub fn clients(&self) -> Clients {
+        Clients {
+            brokers: self.brokers.clone(),
+            librdkafka: BTreeMap::new(),
+        }
+    }
+
+    /// Starts one Reactor instance.
+    pub fn start(&self, config: &Config, instance: &str, partitions: i32) -> Instance {
+        let ready = Arc::new(AtomicBool::new(false));
+        let (_tx, rx) = tokio::sync::mpsc::channel(8);
+        let options = Options {
+            config: Arc::new(config.clone()),
+            clients: self.clients(),
+            instance_id: instance.to_string(),
+            partitions,
+            clock: Arc::new(SystemClock),
+            ready: Arc::clone(&ready),
+            queries: Arc::new(Mutex::new(rx)),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            crash: Arc::new(AtomicBool::new(false)),
+        };
+        Instance {
+            handle: Some(supervisor::spawn(options)),
+            ready,
+        }
+    }
+
+    /// A plain producer with the Java-compatible partitioner.
+    pub fn producer(&self) -> ThreadedProducer<DefaultProducerContext> {
+        self.clients().producer(None).create().expect("producer")
+    }
+
+    /// Produces one record and waits for it.
+    pub fn send(&self, topic: &str, key: &str, payload: &[u8]) {
+        let producer = self.producer();
+        producer
+            .send(BaseRecord::to(topic).key(key).payload(payload))
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(10)).expect("flush");
+    }
+
+    /// A reader of every partition of `topic` from the beginning.
+    pub fn reader(&self, topic: &str) -> Reader {
+        let consumer: BaseConsumer = self
+            .clients()
+            .reader()
+            .set("enable.partition.eof", "false")
+            .set("group.id", format!("{}-reader", self.prefix))
+            .create()
+            .expect("reader");
+        let metadata = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .expect("metadata");
+        let n = metadata.topics()[0].partitions().len() as i32;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..n {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&tpl).expect("assign");
+        Reader { consumer }
+    }
+}
+
+/// A running instance; crashed when dropped unless stopped.
+pub struct Instance {
+    handle: Option<supervisor::Handle>,
+    /// Readiness.
+    pub ready: Arc<AtomicBool>,
+}
+
+impl Instance {
+    /// Waits until the instance serves.
+    pub fn wait_ready(&self, timeout: Duration) {
+        let until = Instant::now() + timeout;
+        while !self.ready.load(Ordering::Relaxed) {
+            assert!(Instant::now() < until, "instance not ready in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Graceful stop.
+    pub fn stop(mut self) {
+        self.handle.take().unwrap().stop().expect("clean stop");
+    }
+
+    /// Stops as if killed.
+    pub fn crash(mut self) {
+        self.handle.take().unwrap().crash();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.crash();
+        }
+    }
+}
+
+/// Reads records of one topic.
+pub struct Reader {
+    consumer: BaseConsumer,
+}
+
+/// A record read back.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Vec<u8>,
+    pub payload: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Reader {
+    /// Reads until `done(records so far)` or the timeout; returns what was read.
+    pub fn read_until(&self, timeout: Duration, done: impl Fn(&[Record]) -> bool) -> Vec<Record> {
+        let until = Instant::now() + timeout;
+        let mut out = Vec::new();
+        while Instant::now() < until && !done(&out) {
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
+                use rdkafka::message::Headers;
+                let headers = m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(Record {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().unwrap_or_default().to_vec(),
+                    payload: m.payload().map(<[u8]>::to_vec),
+                    headers,
+                });
+            }
+        }
+        out
+    }
+}
