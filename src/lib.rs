@@ -45,8 +45,10 @@
 //! - [`clock`]: injected time: the system clock, a manual clock for tests.
 //! - [`kafka`]: the Kafka edge: client settings, topic checks and creation, murmur2 partitioning, reading a partition to its end.
 //! - [`runtime`]: the shell: shards on Kafka, exactly-once batches, restore, rebalance, supervision.
+//! - [`service`]: one instance as a service: metrics, admin API, topic checks, supervised runtime, signals.
+//! - [`dev`]: `reactor dev`: the embedded default on an in-process mock cluster with demo producer and workers.
 //! - [`sim`]: `reactor simulate`: the engine over timed JSON-lines inputs with a manual clock.
-//! - [`cli`]: the command line (`simulate`, `check`).
+//! - [`cli`]: the command line (`run`, `dev`, `simulate`, `check`, `ctl set`, `tail`).
 //! - [`metrics`]: Prometheus metric names and descriptions, recording helpers, notable events that log and count.
 //! - [`admin`]: the admin HTTP API: health, readiness, `/metrics`, task state and explain.
 
@@ -58,6 +60,7 @@ pub mod clock;
 pub mod codec;
 pub mod config;
 pub mod ctl;
+pub mod dev;
 pub mod duration;
 pub mod engine;
 pub mod kafka;
@@ -65,6 +68,7 @@ pub mod metrics;
 pub mod proto;
 pub mod run;
 pub mod runtime;
+pub mod service;
 pub mod sim;
 pub mod task;
 pub mod timers;

@@ -146,3 +146,18 @@ impl Clients {
         c
     }
 }
+
+/// Context of consumers that read partitions to their end: reaching the end
+/// is how they know they are done, not an error worth logging.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReaderContext;
+
+impl rdkafka::client::ClientContext for ReaderContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!(%error, reason, "librdkafka");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for ReaderContext {}

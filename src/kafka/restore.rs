@@ -8,7 +8,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Clients, Error};
+use super::{Clients, Error, ReaderContext};
 
 /// Reads `topic`/`partition` from the beginning to the end it has now,
 /// handing every record to `each`; returns how many records were read.
@@ -20,9 +20,9 @@ pub fn read_to_end(
     timeout: Duration,
     mut each: impl FnMut(&BorrowedMessage<'_>) -> Result<(), Error>,
 ) -> Result<u64, Error> {
-    let consumer: BaseConsumer = clients
+    let consumer: BaseConsumer<ReaderContext> = clients
         .reader()
-        .create()
+        .create_with_context(ReaderContext)
         .map_err(|e| Error::client(format!("creating a reader of {topic}"), e))?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, partition, Offset::Beginning)

@@ -34,7 +34,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::ctl::ParamName;
 use crate::engine::{Engine, Stats};
-use crate::kafka::{Clients, Error};
+use crate::kafka::{Clients, Error, ReaderContext};
 
 use context::{DeliveryContext, GroupContext};
 use output::OutRecord;
@@ -85,7 +85,7 @@ struct Shard {
 pub struct Runtime {
     options: Options,
     group: BaseConsumer<GroupContext>,
-    ctl: BaseConsumer,
+    ctl: BaseConsumer<ReaderContext>,
     producer: ThreadedProducer<DeliveryContext>,
     shards: BTreeMap<i32, Shard>,
     /// The global CTL table: latest value per parameter.
@@ -120,10 +120,10 @@ impl Runtime {
         let group: BaseConsumer<GroupContext> = group_config
             .create_with_context(GroupContext::new(&k.topics.results))
             .map_err(|e| Error::client("creating the group consumer", e))?;
-        let ctl: BaseConsumer = clients
+        let ctl: BaseConsumer<ReaderContext> = clients
             .reader()
             .set("group.id", format!("{}-ctl-reader", k.group_id))
-            .create()
+            .create_with_context(ReaderContext)
             .map_err(|e| Error::client("creating the CTL reader", e))?;
         let transactional_id = k
             .exactly_once

@@ -32,6 +32,14 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 impl TestKafka {
     /// The mock cluster (3 brokers), or `REACTOR_TEST_BROKERS` when set.
     pub fn new(test: &str) -> TestKafka {
+        // Logs show in a failing test's output (RUST_LOG filters them).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_test_writer()
+            .try_init();
         let prefix = format!(
             "{test}-{}-{}",
             std::process::id(),

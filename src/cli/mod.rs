@@ -1,4 +1,4 @@
-//! The command line: `reactor simulate`, `reactor check`.
+//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `tail`.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -13,6 +13,8 @@ use jiff::Timestamp;
 use crate::config::{self, Loaded};
 use crate::sim::{self, Simulator};
 
+mod tools;
+
 /// Reactor turns change streams into work.
 #[derive(Debug, Parser)]
 #[command(name = "reactor", version, about)]
@@ -23,6 +25,47 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// Run an instance against Kafka (all instances of a deployment share `kafka.group_id`).
+    Run {
+        /// Configuration file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Bootstrap servers (overrides `kafka.brokers`).
+        #[arg(long, env = "REACTOR_BROKERS")]
+        brokers: Option<String>,
+        /// Admin API address.
+        #[arg(long, default_value = crate::admin::DEFAULT_ADDR)]
+        admin: std::net::SocketAddr,
+        /// This instance's stable name (transactional id suffix; default: host name).
+        #[arg(long, env = "REACTOR_INSTANCE_ID")]
+        instance_id: Option<String>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Run Reactor on its embedded default: an in-process mock Kafka cluster,
+    /// a demo CTL producer and demo workers, printing every decision.
+    Dev {
+        /// Configuration file (default: the embedded examples/dev.toml).
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Admin API address.
+        #[arg(long, default_value = crate::admin::DEFAULT_ADDR)]
+        admin: std::net::SocketAddr,
+        /// Stop after this long (e.g. 30s); default: until Ctrl-C.
+        #[arg(long, value_name = "DURATION")]
+        r#for: Option<crate::duration::Duration>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// CTL parameters on any broker.
+    Ctl {
+        #[command(subcommand)]
+        command: tools::CtlCmd,
+    },
+    /// Print a topic's records decoded, as JSON lines.
+    Tail(tools::TailArgs),
     /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
     /// every decision as a JSON line on stdout.
     Simulate {
@@ -58,6 +101,56 @@ enum Cmd {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Cmd::Run {
+            config,
+            brokers,
+            admin,
+            instance_id,
+            log_json,
+        } => {
+            init_logs(log_json);
+            let loaded = match load(&config) {
+                Ok(loaded) => loaded,
+                Err(code) => return code,
+            };
+            tools::run(loaded.config, brokers, admin, instance_id)
+        }
+        Cmd::Dev {
+            config,
+            admin,
+            r#for,
+            log_json,
+        } => {
+            init_logs(log_json);
+            let config = match config
+                .map(|p| std::fs::read_to_string(&p).map(|t| (t, p.display().to_string())))
+            {
+                None => None,
+                Some(Ok(c)) => Some(c),
+                Some(Err(e)) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let options = crate::dev::DevOptions {
+                config,
+                admin,
+                duration: r#for.map(crate::duration::Duration::to_std),
+            };
+            match crate::dev::run(options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e @ crate::dev::Error::Config(_)) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::Ctl { command } => tools::ctl(command),
+        Cmd::Tail(args) => tools::tail(args),
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {
                 println!(
@@ -100,8 +193,23 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr; `RUST_LOG` filters them (default `info`).
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
 /// Loads a configuration, printing warnings; on error prints it and gives exit code 2.
-fn load(path: &std::path::Path) -> Result<Loaded, ExitCode> {
+pub(crate) fn load(path: &std::path::Path) -> Result<Loaded, ExitCode> {
     match config::load(path) {
         Ok(loaded) => {
             for w in &loaded.warnings {
