@@ -48,12 +48,14 @@
 //! - [`service`]: one instance as a service: metrics, admin API, topic checks, supervised runtime, signals.
 //! - [`dev`]: `reactor dev`: the embedded default on an in-process mock cluster with demo producer and workers.
 //! - [`sim`]: `reactor simulate`: the engine over timed JSON-lines inputs with a manual clock.
-//! - [`cli`]: the command line (`run`, `dev`, `simulate`, `check`, `ctl set`, `tail`).
+//! - [`cli`]: the command line (`run`, `dev`, `simulate`, `check`, `ctl set`, `tail`, `bench`).
 //! - [`metrics`]: Prometheus metric names and descriptions, recording helpers, notable events that log and count.
 //! - [`admin`]: the admin HTTP API: health, readiness, `/metrics`, task state and explain.
+//! - [`bench`](mod@bench): `reactor bench`: end-to-end throughput and latency against a minimal rdkafka loop, ratios next to the DESIGN §13 targets.
 
 pub mod action;
 pub mod admin;
+pub mod bench;
 pub mod changelog;
 pub mod cli;
 pub mod clock;

@@ -1,4 +1,4 @@
-//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `tail`.
+//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `tail`, `bench`.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -66,6 +66,9 @@ enum Cmd {
     },
     /// Print a topic's records decoded, as JSON lines.
     Tail(tools::TailArgs),
+    /// Measure end-to-end throughput and latency against a minimal rdkafka
+    /// consume→produce loop on the same broker, exactly-once on and off.
+    Bench(crate::bench::BenchArgs),
     /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
     /// every decision as a JSON line on stdout.
     Simulate {
@@ -151,6 +154,19 @@ pub fn main() -> ExitCode {
         }
         Cmd::Ctl { command } => tools::ctl(command),
         Cmd::Tail(args) => tools::tail(args),
+        Cmd::Bench(args) => {
+            init_logs(false);
+            match crate::bench::run(&args) {
+                Ok(report) => {
+                    println!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {
                 println!(

@@ -154,7 +154,11 @@ pub struct ReaderContext;
 
 impl rdkafka::client::ClientContext for ReaderContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        let eof = matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        );
+        if !eof {
             tracing::warn!(%error, reason, "librdkafka");
         }
     }

@@ -89,7 +89,7 @@ impl Runtime {
                 .send_offsets_to_transaction(&tpl, &metadata, CALL_TIMEOUT)
                 .map_err(|e| tx("send offsets", e))
         });
-        let committed = sent.and_then(|()| {
+        let committed = sent.and_then(|()| self.wait_delivered()).and_then(|()| {
             self.producer
                 .commit_transaction(CALL_TIMEOUT)
                 .map_err(|e| tx("commit", e))
@@ -107,9 +107,7 @@ impl Runtime {
     fn commit_at_least_once(&mut self) -> Result<(), Error> {
         let failures = self.producer.context().failures();
         self.send_all()?;
-        self.producer
-            .flush(CALL_TIMEOUT)
-            .map_err(|e| Error::client("flushing outputs", e))?;
+        self.wait_delivered()?;
         if self.producer.context().failures() != failures {
             return Err(Error::client(
                 "delivering outputs",
@@ -121,6 +119,27 @@ impl Runtime {
             self.group
                 .commit(&tpl, CommitMode::Sync)
                 .map_err(|e| Error::client("committing input offsets", e))?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every produced record is acknowledged. rdkafka's
+    /// `flush` polls the event queue in 100 ms rounds that race with the
+    /// producer's own polling thread, so every commit would stall ~100 ms;
+    /// the producer thread serves delivery reports, so watching the in-flight
+    /// count is enough. (`commit_transaction` flushes too, then at once.)
+    fn wait_delivered(&self) -> Result<(), Error> {
+        // A zero-timeout flush asks librdkafka to send now instead of lingering.
+        let _ = self.producer.flush(Duration::ZERO);
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        while self.producer.in_flight_count() > 0 {
+            if Instant::now() > deadline {
+                return Err(Error::client(
+                    "waiting for deliveries",
+                    KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut),
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(200));
         }
         Ok(())
     }

@@ -18,8 +18,10 @@ use crate::kafka::partition_for;
 use crate::metrics;
 
 impl Runtime {
-    pub(super) fn poll_group(&mut self, timeout: Duration) -> Result<(), Error> {
+    /// Handles up to a batch of group inputs; returns how many came.
+    pub(super) fn poll_group(&mut self, timeout: Duration) -> Result<usize, Error> {
         let mut wait = timeout;
+        let mut n = 0;
         for _ in 0..MAX_POLL_BATCH {
             let message = match self.group.poll(wait) {
                 None => break,
@@ -31,9 +33,10 @@ impl Runtime {
                 }
             };
             wait = Duration::ZERO;
+            n += 1;
             self.on_input(&message)?;
         }
-        Ok(())
+        Ok(n)
     }
 
     /// The partition that owns `task` (its pool's partition), if configured.
@@ -136,12 +139,15 @@ impl Runtime {
         Ok(())
     }
 
-    pub(super) fn poll_ctl(&mut self) -> Result<(), Error> {
+    /// Applies up to a batch of CTL changes; returns how many came.
+    pub(super) fn poll_ctl(&mut self) -> Result<usize, Error> {
+        let mut n = 0;
         for _ in 0..MAX_POLL_BATCH {
             match self.ctl.poll(Duration::ZERO) {
                 None => break,
                 Some(Ok(m)) => {
                     let m = m.detach();
+                    n += 1;
                     self.on_ctl(&m);
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
@@ -151,7 +157,7 @@ impl Runtime {
                 }
             }
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Applies one CTL change to the table and to every owned shard.

@@ -164,6 +164,7 @@ impl Runtime {
         let poll_timeout =
             (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
         let mut batch_started = Instant::now();
+        let mut busy = false;
         let result = loop {
             if self.options.crash.load(Ordering::Relaxed) {
                 // As a killed process: nothing more is sent, nothing committed.
@@ -172,8 +173,11 @@ impl Runtime {
             if self.options.shutdown.load(Ordering::Relaxed) {
                 break self.commit();
             }
-            if let Err(e) = self.step(poll_timeout) {
-                break Err(e);
+            // Wait for group inputs only when the last pass found nothing to do.
+            let wait = if busy { Duration::ZERO } else { poll_timeout };
+            match self.step(wait) {
+                Ok(worked) => busy = worked,
+                Err(e) => break Err(e),
             }
             if batch_started.elapsed() >= interval {
                 if let Err(e) = self.commit() {
@@ -192,13 +196,14 @@ impl Runtime {
     }
 
     /// One pass: group inputs, ownership changes, CTL, timers, admin.
-    fn step(&mut self, poll_timeout: Duration) -> Result<(), Error> {
-        self.poll_group(poll_timeout)?;
+    /// Returns whether any input came.
+    fn step(&mut self, poll_timeout: Duration) -> Result<bool, Error> {
+        let inputs = self.poll_group(poll_timeout)?;
         self.handle_ownership()?;
-        self.poll_ctl()?;
+        let changes = self.poll_ctl()?;
         self.tick();
         self.answer_queries();
-        Ok(())
+        Ok(inputs + changes > 0)
     }
 
     fn now(&self) -> Timestamp {

@@ -1,0 +1,261 @@
+//! The baseline: a minimal rdkafka consume→produce loop over the same
+//! records. One consumer in a group relays every input record as it is to an
+//! output topic with a producer configured as Reactor's; every commit
+//! interval it flushes the producer and then commits the consumed offsets
+//! (plain at-least-once, no transactions).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::Message;
+
+use super::cluster::{Cluster, Inputs, Pace};
+use super::report::Measurement;
+use super::stats::{per_second, Summary};
+use super::{auto_rate, index_in, join_within, phase, prefix, Error, Plan};
+
+/// Measures the relay loop; `latency_rate` `None` derives the latency
+/// phase's rate from this run's throughput.
+pub(super) fn measure(
+    cluster: &Cluster,
+    plan: &Plan,
+    inputs: &Arc<Inputs>,
+    latency_rate: Option<f64>,
+) -> Result<Measurement, Error> {
+    let setup_started = Instant::now();
+    let p = prefix("baseline");
+    let (input, output) = (format!("{p}.in"), format!("{p}.out"));
+    let n = plan.partitions;
+    cluster.create_topics(&[(input.clone(), n, false), (output.clone(), n, false)])?;
+
+    let consumer: BaseConsumer = cluster
+        .group_consumer(&format!("{p}-group"))
+        .create()
+        .map_err(|e| Error::kafka("creating the baseline consumer", e))?;
+    consumer
+        .subscribe(&[input.as_str()])
+        .map_err(|e| Error::kafka(format!("subscribing to {input}"), e))?;
+    let relay_producer: BaseProducer = cluster
+        .producer_clients()
+        .producer(None)
+        .create()
+        .map_err(|e| Error::kafka("creating the baseline producer", e))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let assigned = Arc::new(AtomicBool::new(false));
+    let relay = Relay {
+        consumer,
+        producer: relay_producer,
+        output: output.clone(),
+        interval: plan.commit_interval,
+        call_timeout: plan.timeout,
+        stop: Arc::clone(&stop),
+        assigned: Arc::clone(&assigned),
+    };
+    let thread = std::thread::Builder::new()
+        .name("bench-baseline".into())
+        .spawn(move || relay.run())
+        .map_err(|e| Error::Failed {
+            what: "starting the baseline thread".into(),
+            message: e.to_string(),
+        })?;
+    let stop_relay = |thread| {
+        stop.store(true, Ordering::Relaxed);
+        join_within(thread, plan.timeout, "stopping the baseline loop")
+    };
+
+    let deadline = Instant::now() + plan.timeout;
+    while !assigned.load(Ordering::Relaxed) {
+        if thread.is_finished() || Instant::now() > deadline {
+            let joined = stop_relay(thread);
+            return Err(match joined {
+                Err(e) => e,
+                Ok(_) => Error::Timeout {
+                    what: "waiting for the baseline consumer to join its group".into(),
+                    seconds: plan.timeout.as_secs_f64(),
+                    detail: "no partitions assigned".into(),
+                },
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let producer = Arc::new(cluster.producer()?);
+    let reader = cluster.reader(&output)?;
+    let setup = setup_started.elapsed();
+    tracing::info!(
+        seconds = setup.as_secs_f64(),
+        "baseline ready; throughput phase"
+    );
+
+    let index_of = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        let key = std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default();
+        let index = index_in(key).ok_or_else(|| format!("unexpected key {key:?}"))?;
+        Ok((index, None))
+    };
+    let run = || -> Result<_, Error> {
+        let burst = phase(
+            &producer,
+            inputs,
+            &input,
+            &reader,
+            plan.throughput_range(),
+            Pace::Burst,
+            plan.timeout,
+            &index_of,
+        )?;
+        let throughput = per_second(plan.changes, burst.elapsed);
+        tracing::info!(
+            throughput,
+            seconds = burst.elapsed.as_secs_f64(),
+            "baseline throughput phase done"
+        );
+        let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
+        let steady = if plan.latency_changes > 0 {
+            tracing::info!(rate, "baseline latency phase");
+            Some(phase(
+                &producer,
+                inputs,
+                &input,
+                &reader,
+                plan.latency_range(),
+                Pace::Rate(rate),
+                plan.timeout,
+                &index_of,
+            )?)
+        } else {
+            None
+        };
+        Ok((burst, throughput, steady))
+    };
+    let measured = run();
+    let relayed = stop_relay(thread);
+    let (burst, throughput, steady) = measured?;
+    tracing::info!(records = relayed?, "baseline loop stopped");
+
+    Ok(Measurement {
+        records: plan.changes,
+        elapsed: burst.elapsed,
+        throughput,
+        latency: steady.and_then(|s| Summary::of(s.latencies)),
+        dispatch: None,
+        duplicates: burst.duplicates,
+        setup,
+    })
+}
+
+/// The consume→produce loop.
+struct Relay {
+    consumer: BaseConsumer,
+    /// A `BaseProducer` served by this loop: `flush` of rdkafka 0.39 waits
+    /// up to 100 ms per round on the delivery queue, which a
+    /// `ThreadedProducer`'s own thread empties first, so every flush of one
+    /// would take 100 ms.
+    producer: BaseProducer,
+    output: String,
+    interval: Duration,
+    call_timeout: Duration,
+    stop: Arc<AtomicBool>,
+    assigned: Arc<AtomicBool>,
+}
+
+impl Relay {
+    /// Relays until stopped; returns how many records it relayed.
+    fn run(self) -> Result<u64, Error> {
+        // Polls as Reactor's runtime does when its group inputs are idle.
+        let poll = (self.interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let mut relayed = 0u64;
+        let mut uncommitted = false;
+        let mut last_commit = Instant::now();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                if uncommitted {
+                    self.commit()?;
+                }
+                self.consumer.unsubscribe();
+                return Ok(relayed);
+            }
+            // Delivery reports.
+            self.producer.poll(Duration::ZERO);
+            match self.consumer.poll(poll) {
+                None => {}
+                Some(Ok(m)) => {
+                    self.send(m.key(), m.payload())?;
+                    self.consumer
+                        .store_offset_from_message(&m)
+                        .map_err(|e| Error::kafka("storing a consumed offset", e))?;
+                    relayed += 1;
+                    uncommitted = true;
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => tracing::debug!(error = %e, "baseline consumer error (retried)"),
+            }
+            if !self.assigned.load(Ordering::Relaxed)
+                && self.consumer.assignment().is_ok_and(|a| a.count() > 0)
+            {
+                self.assigned.store(true, Ordering::Relaxed);
+            }
+            if uncommitted && last_commit.elapsed() >= self.interval {
+                self.commit()?;
+                uncommitted = false;
+                last_commit = Instant::now();
+            }
+        }
+    }
+
+    fn send(&self, key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<(), Error> {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.output);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        if let Some(payload) = payload {
+            record = record.payload(payload);
+        }
+        let deadline = Instant::now() + self.call_timeout;
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    self.producer.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => return Err(Error::kafka(format!("relaying to {}", self.output), e)),
+            }
+        }
+    }
+
+    /// Waits until every output is acknowledged. Not `Producer::flush`: in
+    /// rdkafka 0.39 it polls in rounds of up to 100 ms, and a poll round
+    /// lasts its whole timeout, so a flush with anything in flight takes at
+    /// least 100 ms.
+    fn flush(&self) -> Result<(), Error> {
+        let deadline = Instant::now() + self.call_timeout;
+        loop {
+            // A zero-timeout flush sends what lingers and reports whether
+            // anything is still in flight.
+            match self.producer.flush(Duration::ZERO) {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                    if Instant::now() < deadline =>
+                {
+                    self.producer.poll(Duration::from_millis(1));
+                }
+                Err(e) => return Err(Error::kafka("flushing the baseline outputs", e)),
+            }
+        }
+    }
+
+    /// At-least-once: outputs delivered before their inputs are committed.
+    fn commit(&self) -> Result<(), Error> {
+        self.flush()?;
+        match self.consumer.commit_consumer_state(CommitMode::Async) {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
+            Err(e) => Err(Error::kafka("committing the baseline offsets", e)),
+        }
+    }
+}

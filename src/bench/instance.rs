@@ -1,0 +1,211 @@
+//! Reactor under measurement: one instance on fresh topics and a fresh
+//! group, started as `reactor run` starts it (`supervisor::spawn`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::cluster::{Cluster, Inputs, Pace};
+use super::report::Measurement;
+use super::stats::{per_second, Summary};
+use super::{auto_rate, index_in, join_within, phase, prefix, Error, Plan};
+use crate::clock::SystemClock;
+use crate::codec;
+use crate::config::Config;
+use crate::runtime::{supervisor, Options};
+
+/// A running instance; crashed when dropped unless stopped.
+struct Instance {
+    handle: Option<supervisor::Handle>,
+    ready: Arc<AtomicBool>,
+}
+
+impl Instance {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        while !self.ready.load(Ordering::Relaxed) {
+            if self.handle.as_ref().is_some_and(|h| h.is_finished()) {
+                let result = self.handle.take().map(|h| h.join());
+                return Err(match result {
+                    Some(Err(source)) => Error::Runtime {
+                        what: "starting Reactor".into(),
+                        source: Box::new(source),
+                    },
+                    _ => Error::Failed {
+                        what: "starting Reactor".into(),
+                        message: "the runtime ended before it was ready".into(),
+                    },
+                });
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: "waiting for Reactor to join its group and restore its shards".into(),
+                    seconds: timeout.as_secs_f64(),
+                    detail: "not ready".into(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn stop(mut self, timeout: Duration) -> Result<(), Error> {
+        let Some(handle) = self.handle.take() else {
+            return Ok(());
+        };
+        let stopping = std::thread::spawn(move || {
+            handle.stop().map_err(|source| Error::Runtime {
+                what: "stopping Reactor".into(),
+                source: Box::new(source),
+            })
+        });
+        join_within(stopping, timeout, "stopping Reactor")
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.crash();
+        }
+    }
+}
+
+/// Measures Reactor with exactly-once `on` or off; `latency_rate` `None`
+/// derives the latency phase's rate from this run's throughput.
+pub(super) fn measure(
+    cluster: &Cluster,
+    tasks: &Config,
+    plan: &Plan,
+    inputs: &Arc<Inputs>,
+    exactly_once: bool,
+    latency_rate: Option<f64>,
+) -> Result<Measurement, Error> {
+    let system = if exactly_once { "eos-on" } else { "eos-off" };
+    let setup_started = Instant::now();
+    let p = prefix(system);
+    let mut config = tasks.clone();
+    {
+        let k = &mut config.kafka;
+        k.brokers = Some(cluster.clients.brokers.clone());
+        k.group_id = format!("{p}-group");
+        k.instance_id = Some("bench".into());
+        k.exactly_once = exactly_once;
+        k.commit_interval = crate::duration::Duration::from_millis(
+            i64::try_from(plan.commit_interval.as_millis()).unwrap_or(i64::MAX),
+        );
+        k.partitions = plan.partitions;
+        k.librdkafka = cluster.consumer_settings.clone();
+        let t = &mut k.topics;
+        t.ctl = format!("{p}.ctl");
+        t.results = format!("{p}.results");
+        t.commands = format!("{p}.commands");
+        t.runs = format!("{p}.runs");
+        t.events = format!("{p}.events");
+        t.dead = format!("{p}.dead");
+        t.changelog = format!("{p}.changelog");
+    }
+    let t = config.kafka.topics.clone();
+    let n = plan.partitions;
+    cluster.create_topics(&[
+        (t.ctl.clone(), n, true),
+        (t.results.clone(), n, false),
+        (t.commands.clone(), n, false),
+        (t.runs.clone(), n, false),
+        (t.events.clone(), n, false),
+        (t.dead.clone(), n, false),
+        (t.changelog.clone(), n, true),
+    ])?;
+
+    tracing::info!(system, tasks = config.tasks.len(), "starting Reactor");
+    let (_queries, rx) = tokio::sync::mpsc::channel(1);
+    let ready = Arc::new(AtomicBool::new(false));
+    let options = Options {
+        config: Arc::new(config),
+        clients: cluster.clients.clone(),
+        instance_id: "bench".into(),
+        partitions: n,
+        clock: Arc::new(SystemClock),
+        ready: Arc::clone(&ready),
+        queries: Arc::new(Mutex::new(rx)),
+        shutdown: Arc::new(AtomicBool::new(false)),
+        crash: Arc::new(AtomicBool::new(false)),
+    };
+    let mut instance = Instance {
+        handle: Some(supervisor::spawn(options)),
+        ready,
+    };
+    instance.wait_ready(plan.timeout)?;
+    let producer = Arc::new(cluster.producer()?);
+    let reader = cluster.reader(&t.runs)?;
+    let setup = setup_started.elapsed();
+    tracing::info!(
+        system,
+        seconds = setup.as_secs_f64(),
+        "Reactor ready; throughput phase"
+    );
+
+    let index_of = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        use rdkafka::Message;
+        let run = codec::decode_run_command(m.payload().unwrap_or_default())
+            .map_err(|e| format!("not a run command: {e}"))?;
+        let index =
+            index_in(&run.task).ok_or_else(|| format!("run of an unknown task {}", run.task))?;
+        let issued_at = run
+            .issued_at
+            .as_ref()
+            .and_then(|t| codec::timestamp_from_proto(t).ok());
+        Ok((index, issued_at))
+    };
+    let burst = phase(
+        &producer,
+        inputs,
+        &t.ctl,
+        &reader,
+        plan.throughput_range(),
+        Pace::Burst,
+        plan.timeout,
+        &index_of,
+    )?;
+    let throughput = per_second(plan.changes, burst.elapsed);
+    tracing::info!(
+        system,
+        throughput,
+        seconds = burst.elapsed.as_secs_f64(),
+        "throughput phase done"
+    );
+
+    let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
+    let steady = if plan.latency_changes > 0 {
+        tracing::info!(system, rate, "latency phase");
+        Some(phase(
+            &producer,
+            inputs,
+            &t.ctl,
+            &reader,
+            plan.latency_range(),
+            Pace::Rate(rate),
+            plan.timeout,
+            &index_of,
+        )?)
+    } else {
+        None
+    };
+    drop(reader);
+    drop(producer);
+    instance.stop(plan.timeout)?;
+
+    Ok(Measurement {
+        records: plan.changes,
+        elapsed: burst.elapsed,
+        throughput,
+        latency: steady
+            .as_ref()
+            .and_then(|s| Summary::of(s.latencies.clone())),
+        dispatch: steady
+            .as_ref()
+            .and_then(|s| Summary::of(s.dispatch.clone())),
+        duplicates: burst.duplicates + steady.as_ref().map_or(0, |s| s.duplicates),
+        setup,
+    })
+}

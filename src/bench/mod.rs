@@ -1,0 +1,519 @@
+//! `reactor bench`: the end-to-end harness of DESIGN §13. In one run on the
+//! same brokers it measures a minimal rdkafka consume→produce loop (the
+//! baseline) and Reactor with exactly-once on and off, each on fresh topics
+//! and groups, and reports the ratios next to the targets. It measures and
+//! never judges: a missed target is marked, not an error.
+//!
+//! Every CTL change moves a parameter of its own, watched by exactly one task
+//! (`t{i}`: `delta(bench.t{i}/max_dt, 1min)`, pools `p0`..`p15`), so every
+//! change fires exactly one run command and the outputs can be matched to
+//! the inputs one to one. Nobody answers the runs: a running task is not
+//! re-evaluated, so re-firing tasks through a worker would coalesce changes
+//! and break that correspondence.
+//!
+//! Two phases per system, with the same producer and reader:
+//! - throughput: `--changes` records produced as fast as the producer takes
+//!   them; records per second from the first produce call to the last
+//!   output a `read_committed` reader receives;
+//! - latency: `--latency-changes` further records at a steady rate below
+//!   capacity (default half of Reactor's exactly-once throughput, at most
+//!   2000/s); per record, the time from its produce call to the reader
+//!   receiving its output.
+
+mod baseline;
+mod cluster;
+mod instance;
+mod report;
+pub mod stats;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use rdkafka::error::KafkaError;
+
+use crate::codec::{self, CtlRecord, Format};
+use crate::config::Config;
+
+pub use report::{Measurement, Report, Target};
+
+use cluster::{Cluster, Inputs};
+
+/// Pools the bench tasks are spread over.
+const POOLS: usize = 16;
+/// Highest automatic rate of the latency phase, per second.
+const MAX_LATENCY_RATE: f64 = 2000.0;
+
+/// Options of `reactor bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Brokers to run against; default: an in-process mock cluster.
+    #[arg(long, env = "REACTOR_BROKERS")]
+    pub brokers: Option<String>,
+    /// Tasks to load; default and minimum: one per CTL change of both phases
+    /// (each change fires its own task); more adds tasks no change fires.
+    #[arg(long)]
+    pub tasks: Option<usize>,
+    /// CTL changes to produce in the throughput phase.
+    #[arg(long, default_value_t = 20000)]
+    pub changes: usize,
+    /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
+    #[arg(long, default_value_t = 2000)]
+    pub latency_changes: usize,
+    /// Rate of the latency phase, records per second; default: half of
+    /// Reactor's exactly-once throughput, at most 2000.
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
+    /// Partitions of the co-partitioned topics (and of the input and output topics).
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
+    /// Reactor's commit interval, also the baseline's offset commit interval.
+    #[arg(long, default_value = "100ms")]
+    pub commit_interval: crate::duration::Duration,
+    /// Longest wait of any one step (start, join, draining a phase) before the
+    /// bench gives up with an error.
+    #[arg(long, default_value = "60s")]
+    pub timeout: crate::duration::Duration,
+    /// A smoke run: at most 2000 changes and 300 latency changes.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+impl Default for BenchArgs {
+    fn default() -> Self {
+        BenchArgs {
+            brokers: None,
+            tasks: None,
+            changes: 20000,
+            latency_changes: 2000,
+            latency_rate: None,
+            partitions: 4,
+            commit_interval: crate::duration::Duration::from_millis(100),
+            timeout: crate::duration::Duration::from_secs(60),
+            quick: false,
+        }
+    }
+}
+
+/// Why a bench could not be completed (a missed target is not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The options make no bench.
+    #[error("invalid bench options: {0}")]
+    Args(String),
+    /// A Kafka client call failed.
+    #[error("{what}: {source}")]
+    Kafka {
+        /// What was being done.
+        what: String,
+        /// The client error.
+        source: KafkaError,
+    },
+    /// Reactor's runtime failed.
+    #[error("{what}: {source}")]
+    Runtime {
+        /// What was being done.
+        what: String,
+        /// The runtime's error.
+        source: Box<crate::kafka::Error>,
+    },
+    /// The generated configuration was refused.
+    #[error("building the bench configuration: {0}")]
+    Config(Box<crate::config::Error>),
+    /// A wait ran out.
+    #[error("{what}: timed out after {seconds:.1}s ({detail})")]
+    Timeout {
+        /// What was being waited for.
+        what: String,
+        /// Seconds waited.
+        seconds: f64,
+        /// How far it got.
+        detail: String,
+    },
+    /// Anything else, e.g. an output that could not be read.
+    #[error("{what}: {message}")]
+    Failed {
+        /// What was being done.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    fn kafka(what: impl Into<String>, source: KafkaError) -> Error {
+        Error::Kafka {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The bench as planned from the options.
+#[derive(Debug, Clone)]
+struct Plan {
+    changes: usize,
+    latency_changes: usize,
+    tasks: usize,
+    partitions: i32,
+    commit_interval: Duration,
+    timeout: Duration,
+    latency_rate: Option<f64>,
+}
+
+impl Plan {
+    fn new(args: &BenchArgs) -> Result<Plan, Error> {
+        let (mut changes, mut latency_changes) = (args.changes, args.latency_changes);
+        if args.quick {
+            changes = changes.min(2000);
+            latency_changes = latency_changes.min(300);
+        }
+        if changes == 0 {
+            return Err(Error::Args("--changes must be at least 1".into()));
+        }
+        if args.partitions < 1 {
+            return Err(Error::Args("--partitions must be at least 1".into()));
+        }
+        if let Some(rate) = args.latency_rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Error::Args(format!(
+                    "--latency-rate must be a positive number of records per second, got {rate}"
+                )));
+            }
+        }
+        let needed = changes + latency_changes;
+        let tasks = args.tasks.unwrap_or(needed);
+        if tasks < needed {
+            return Err(Error::Args(format!(
+                "--tasks {tasks} is fewer than the {needed} CTL changes of both phases: \
+                 each change fires a task of its own (leave --tasks out for one per change)"
+            )));
+        }
+        let commit_interval = args.commit_interval.to_std();
+        if commit_interval.is_zero() {
+            return Err(Error::Args("--commit-interval must be positive".into()));
+        }
+        let timeout = args.timeout.to_std();
+        if timeout.is_zero() {
+            return Err(Error::Args("--timeout must be positive".into()));
+        }
+        Ok(Plan {
+            changes,
+            latency_changes,
+            tasks,
+            partitions: args.partitions,
+            commit_interval,
+            timeout,
+            latency_rate: args.latency_rate,
+        })
+    }
+
+    /// Indices of the throughput phase.
+    fn throughput_range(&self) -> std::ops::Range<usize> {
+        0..self.changes
+    }
+
+    /// Indices of the latency phase.
+    fn latency_range(&self) -> std::ops::Range<usize> {
+        self.changes..self.changes + self.latency_changes
+    }
+}
+
+/// Runs the whole bench (blocking) and returns its report.
+pub fn run(args: &BenchArgs) -> Result<Report, Error> {
+    let started = Instant::now();
+    let plan = Plan::new(args)?;
+    let cluster = Cluster::new(args.brokers.as_deref())?;
+    tracing::info!(
+        brokers = cluster.describe(),
+        changes = plan.changes,
+        latency_changes = plan.latency_changes,
+        tasks = plan.tasks,
+        partitions = plan.partitions,
+        "bench starting"
+    );
+    let inputs = Arc::new(inputs(plan.changes + plan.latency_changes));
+    let config = tasks_config(plan.tasks)?;
+
+    let eos_on = instance::measure(&cluster, &config, &plan, &inputs, true, plan.latency_rate)?;
+    let rate = plan
+        .latency_rate
+        .unwrap_or_else(|| auto_rate(eos_on.throughput));
+    let eos_off = instance::measure(&cluster, &config, &plan, &inputs, false, Some(rate))?;
+    let baseline = baseline::measure(&cluster, &plan, &inputs, Some(rate))?;
+
+    let report = Report {
+        cluster: cluster.describe(),
+        mock: cluster.is_mock(),
+        partitions: plan.partitions,
+        changes: plan.changes,
+        latency_changes: plan.latency_changes,
+        latency_rate: (plan.latency_changes > 0).then_some(rate),
+        latency_rate_auto: plan.latency_rate.is_none(),
+        tasks: plan.tasks,
+        pools: POOLS.min(plan.tasks),
+        commit_interval: plan.commit_interval,
+        baseline,
+        eos_on,
+        eos_off,
+        wall: started.elapsed(),
+    };
+    tracing::info!(seconds = report.wall.as_secs_f64(), "bench done");
+    Ok(report)
+}
+
+/// Rate of the latency phase when not given: half of what Reactor sustained
+/// with exactly-once on, so that the phase measures latency, not a backlog.
+fn auto_rate(eos_throughput: f64) -> f64 {
+    (eos_throughput / 2.0).clamp(10.0, MAX_LATENCY_RATE)
+}
+
+/// Topic and group names unique to one system of one bench.
+fn prefix(system: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "bench-{}-{}-{}-{system}",
+        std::process::id(),
+        Timestamp::now().as_millisecond(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Name of the parameter input `i` moves, and of its task.
+fn entity(i: usize) -> String {
+    format!("bench.t{i}")
+}
+
+/// The input records: CTL change `i` moves `bench.t{i}/max_dt`.
+fn inputs(n: usize) -> Inputs {
+    let base: Timestamp = "2024-01-01T00:00:00Z".parse().expect("a valid timestamp");
+    let records = (0..n)
+        .map(|i| {
+            let record = CtlRecord {
+                entity: entity(i),
+                param: "max_dt".into(),
+                value: base + jiff::SignedDuration::from_secs(i as i64),
+            };
+            let key = format!("{}/max_dt", record.entity);
+            let value = codec::encode_ctl_change(&record, None, "reactor-bench", Format::Protobuf);
+            (key, value)
+        })
+        .collect();
+    Inputs { records }
+}
+
+/// Index of the input whose key is `bench.t{i}/max_dt` or whose task is `t{i}`.
+fn index_in(text: &str) -> Option<usize> {
+    let rest = text.strip_prefix("bench.").unwrap_or(text);
+    let rest = rest.strip_prefix('t')?;
+    let digits = rest.split('/').next()?;
+    digits.parse().ok()
+}
+
+/// `tasks` tasks (`t{i}` fires on any change of `bench.t{i}/max_dt`) in
+/// [`POOLS`] unlimited pools; the `[kafka]` section is set per system.
+fn tasks_config(tasks: usize) -> Result<Config, Error> {
+    use std::fmt::Write;
+    let started = Instant::now();
+    let mut text = String::with_capacity(tasks * 110 + POOLS * 30);
+    for p in 0..POOLS.min(tasks) {
+        let _ = writeln!(text, "[[pool]]\nname = \"p{p}\"\n");
+    }
+    for i in 0..tasks {
+        let _ = writeln!(
+            text,
+            "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta({}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
+            i % POOLS,
+            entity(i)
+        );
+    }
+    let loaded =
+        crate::config::parse(&text, "bench.toml").map_err(|e| Error::Config(Box::new(e)))?;
+    tracing::info!(
+        tasks,
+        seconds = started.elapsed().as_secs_f64(),
+        "bench tasks configured"
+    );
+    Ok(loaded.config)
+}
+
+/// One phase of one system: produce `range` at `pace`, read every output.
+struct Phase {
+    /// First produce call to the last output received.
+    elapsed: Duration,
+    /// Produce call → output received, per record.
+    latencies: Vec<Duration>,
+    /// Produce call → run command issued, per record (Reactor only).
+    dispatch: Vec<Duration>,
+    /// Outputs seen more than once.
+    duplicates: usize,
+}
+
+/// Runs one phase with the system's producer and reader.
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    producer: &Arc<rdkafka::producer::ThreadedProducer<rdkafka::producer::DefaultProducerContext>>,
+    inputs: &Arc<Inputs>,
+    topic: &str,
+    reader: &cluster::Reader,
+    range: std::ops::Range<usize>,
+    pace: cluster::Pace,
+    timeout: Duration,
+    index_of: &cluster::IndexOf<'_>,
+) -> Result<Phase, Error> {
+    let handle = cluster::produce(
+        Arc::clone(producer),
+        Arc::clone(inputs),
+        topic.to_string(),
+        range.clone(),
+        pace,
+        timeout,
+    );
+    let collected = reader.collect(range.clone(), timeout, index_of);
+    let sent = cluster::join_producer(handle)?;
+    let collected = collected?;
+    let first = sent.first().map(|s| s.at);
+    let last = collected.seen.iter().map(|s| s.at).max();
+    let elapsed = match (first, last) {
+        (Some(first), Some(last)) => last.saturating_duration_since(first),
+        _ => Duration::ZERO,
+    };
+    let mut latencies = Vec::with_capacity(collected.seen.len());
+    let mut dispatch = Vec::new();
+    for seen in &collected.seen {
+        let s = &sent[seen.index - range.start];
+        latencies.push(seen.at.saturating_duration_since(s.at));
+        if let Some(issued) = seen.issued_at {
+            let d = issued.duration_since(s.wall);
+            dispatch.push(Duration::try_from(d).unwrap_or_default());
+        }
+    }
+    Ok(Phase {
+        elapsed,
+        latencies,
+        dispatch,
+        duplicates: collected.duplicates,
+    })
+}
+
+/// Waits for a thread at most `timeout`; a thread still running then is
+/// left behind and reported.
+fn join_within<T>(
+    handle: std::thread::JoinHandle<Result<T, Error>>,
+    timeout: Duration,
+    what: &str,
+) -> Result<T, Error> {
+    let deadline = Instant::now() + timeout;
+    while !handle.is_finished() {
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                seconds: timeout.as_secs_f64(),
+                detail: "the thread is still running".into(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    handle.join().unwrap_or_else(|_| {
+        Err(Error::Failed {
+            what: what.to_string(),
+            message: "the thread panicked".into(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_of_keys_and_tasks() {
+        assert_eq!(index_in("bench.t42/max_dt"), Some(42));
+        assert_eq!(index_in("t7"), Some(7));
+        assert_eq!(index_in("orders"), None);
+        let inputs = inputs(3);
+        assert_eq!(inputs.records[2].0, "bench.t2/max_dt");
+        let change = codec::decode_ctl_change(&inputs.records[2].1).unwrap();
+        assert_eq!(change.entity, "bench.t2");
+    }
+
+    #[test]
+    fn plan_checks_the_options() {
+        let plan = Plan::new(&BenchArgs::default()).unwrap();
+        assert_eq!(plan.tasks, 22000);
+        assert_eq!(plan.latency_range(), 20000..22000);
+        let quick = Plan::new(&BenchArgs {
+            quick: true,
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert_eq!((quick.changes, quick.latency_changes), (2000, 300));
+        let few_tasks = BenchArgs {
+            tasks: Some(1000),
+            ..BenchArgs::default()
+        };
+        assert!(matches!(Plan::new(&few_tasks), Err(Error::Args(_))));
+        let config = tasks_config(20).unwrap();
+        assert_eq!(config.tasks.len(), 20);
+        assert_eq!(config.pools.len(), 17, "16 bench pools and the default one");
+    }
+
+    #[test]
+    fn options_parse_as_a_flattened_subcommand() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let cli = Cli::try_parse_from(["bench"]).unwrap();
+        assert_eq!(cli.bench.changes, 20000);
+        assert_eq!(
+            cli.bench.commit_interval.to_std(),
+            Duration::from_millis(100)
+        );
+        let cli = Cli::try_parse_from([
+            "bench",
+            "--quick",
+            "--commit-interval",
+            "50ms",
+            "--tasks",
+            "30000",
+            "--latency-rate",
+            "500",
+        ])
+        .unwrap();
+        let plan = Plan::new(&cli.bench).unwrap();
+        assert_eq!(plan.commit_interval, Duration::from_millis(50));
+        assert_eq!((plan.changes, plan.tasks), (2000, 30000));
+        assert_eq!(plan.latency_rate, Some(500.0));
+        assert!(Cli::try_parse_from(["bench", "--commit-interval", "soon"]).is_err());
+    }
+
+    /// The whole bench with tiny numbers on the mock cluster: it completes
+    /// and measures something (timings are not asserted).
+    #[test]
+    fn tiny_bench_on_the_mock_cluster() {
+        let args = BenchArgs {
+            brokers: Some(String::new()),
+            changes: 50,
+            latency_changes: 20,
+            latency_rate: Some(200.0),
+            partitions: 2,
+            ..BenchArgs::default()
+        };
+        let report = run(&args).unwrap();
+        for m in [&report.baseline, &report.eos_on, &report.eos_off] {
+            assert_eq!(m.records, 50);
+            assert!(m.throughput > 0.0, "{report}");
+            assert_eq!(m.latency.map(|l| l.samples), Some(20), "{report}");
+        }
+        let text = report.to_string();
+        assert!(
+            text.contains("does not implement transaction markers"),
+            "{text}"
+        );
+        assert!(text.contains("≥ 0.50×"), "{text}");
+    }
+}
