@@ -14,7 +14,6 @@ use super::output::{self, OutRecord};
 use super::{Error, Runtime, MAX_DEFERRED_DEAD, MAX_POLL_BATCH};
 use crate::codec;
 use crate::engine::Input;
-use crate::kafka::partition_for;
 use crate::metrics;
 
 impl Runtime {
@@ -37,14 +36,6 @@ impl Runtime {
             self.on_input(&message)?;
         }
         Ok(n)
-    }
-
-    /// The partition that owns `task` (its pool's partition), if configured.
-    fn owner_of(&self, task: &str) -> Option<i32> {
-        let config = &self.options.config;
-        let t = config.tasks.iter().find(|t| t.id == task)?;
-        let pool = &config.pools[t.pool].name;
-        Some(partition_for(pool.as_bytes(), self.options.partitions))
     }
 
     fn on_input(&mut self, m: &OwnedMessage) -> Result<(), Error> {
@@ -97,7 +88,7 @@ impl Runtime {
             Input::Command(c) => Some(c.task().to_string()),
             Input::Ctl { .. } => None,
         };
-        if let Some(owner) = task.as_deref().and_then(|t| self.owner_of(t)) {
+        if let Some(owner) = task.as_deref().and_then(|t| self.owners.get(t).copied()) {
             if owner != p {
                 let forward = OutRecord {
                     topic: topic.clone(),
@@ -202,10 +193,14 @@ impl Runtime {
                 return;
             }
         };
-        self.table.insert(
-            crate::ctl::ParamName::new(change.entity.clone(), change.param.clone()),
-            change.value,
-        );
+        let id = match self.table.id(&change.entity, &change.param) {
+            Some(id) => id,
+            None => self.table.intern(&crate::ctl::ParamName::new(
+                change.entity.clone(),
+                change.param.clone(),
+            )),
+        };
+        self.table.set(id, change.value);
         let now = self.now();
         let settings = &self.options.config.kafka;
         let at = input_time(m);

@@ -32,9 +32,9 @@ use tokio::sync::mpsc;
 use crate::admin::Query;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::ctl::ParamName;
+use crate::ctl::CtlTable;
 use crate::engine::{Engine, Stats};
-use crate::kafka::{Clients, Error, ReaderContext};
+use crate::kafka::{partition_for, Clients, Error, ReaderContext};
 
 use context::{DeliveryContext, GroupContext};
 use output::OutRecord;
@@ -89,7 +89,9 @@ pub struct Runtime {
     producer: ThreadedProducer<DeliveryContext>,
     shards: BTreeMap<i32, Shard>,
     /// The global CTL table: latest value per parameter.
-    table: HashMap<ParamName, Timestamp>,
+    table: CtlTable,
+    /// Task id → the partition that owns it (its pool's), for routing inputs.
+    owners: HashMap<String, i32>,
     /// Next offset to commit per group input partition.
     offsets: BTreeMap<(String, i32), i64>,
     /// Last metrics export.
@@ -137,13 +139,26 @@ impl Runtime {
                 .init_transactions(CALL_TIMEOUT)
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
+        let owners = options
+            .config
+            .tasks
+            .iter()
+            .map(|t| {
+                let pool = &options.config.pools[t.pool].name;
+                (
+                    t.id.clone(),
+                    partition_for(pool.as_bytes(), options.partitions),
+                )
+            })
+            .collect();
         let mut runtime = Runtime {
             options,
             group,
             ctl,
             producer,
             shards: BTreeMap::new(),
-            table: HashMap::new(),
+            table: CtlTable::default(),
+            owners,
             offsets: BTreeMap::new(),
             metrics_at: Instant::now(),
             deferred_dead: BTreeMap::new(),

@@ -84,8 +84,10 @@ impl Runtime {
             topic: topic.clone(),
             message: format!("partition {p}: {e}"),
         })?;
-        for (name, value) in &self.table {
-            engine.load_ctl(name, *value);
+        for (_, name, value) in self.table.iter() {
+            if let Some(value) = value {
+                engine.load_ctl(name, value);
+            }
         }
         let now = self.now();
         let actions = engine.start(now);
