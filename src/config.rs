@@ -173,6 +173,26 @@ impl Default for Topics {
     }
 }
 
+impl Topics {
+    /// Every topic with its configuration key; the co-partitioned ones first.
+    pub fn all(&self) -> [(&'static str, &str); 7] {
+        [
+            ("topics.results", &self.results),
+            ("topics.commands", &self.commands),
+            ("topics.changelog", &self.changelog),
+            ("topics.ctl", &self.ctl),
+            ("topics.runs", &self.runs),
+            ("topics.events", &self.events),
+            ("topics.dead", &self.dead),
+        ]
+    }
+
+    /// The topics that must have the same partition count (one shard per partition).
+    pub fn co_partitioned(&self) -> [&str; 3] {
+        [&self.results, &self.commands, &self.changelog]
+    }
+}
+
 /// `[kafka.formats]`: `"protobuf"` (default) or `"json"` per output topic.
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -586,16 +606,7 @@ impl Validator<'_> {
         if k.replication_factor < 1 {
             return Err(bad("replication_factor", "must be at least 1"));
         }
-        let t = &k.topics;
-        for (field, name) in [
-            ("topics.ctl", &t.ctl),
-            ("topics.results", &t.results),
-            ("topics.commands", &t.commands),
-            ("topics.runs", &t.runs),
-            ("topics.events", &t.events),
-            ("topics.dead", &t.dead),
-            ("topics.changelog", &t.changelog),
-        ] {
+        for (field, name) in k.topics.all() {
             if name.is_empty() {
                 return Err(bad(field, "must not be empty"));
             }

@@ -7,27 +7,10 @@ mod support;
 
 use std::time::Duration;
 
-use jiff::Timestamp;
 use reactor::codec::{self, CtlRecord, Format};
 use reactor::engine::RunResult;
 use reactor::run::Status;
-use support::{Record, TestKafka};
-
-const TASKS: &str = r#"
-[[pool]]
-name = "reports"
-max_running = 4
-
-[[task]]
-id = "orders_daily"
-pool = "reports"
-trigger = "chunk_delta(dwh.orders/max_dt, day)"
-timeout = "1h"
-"#;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
+use support::{ts, Record, TestKafka, TASKS};
 
 fn ctl(entity: &str, param: &str, value: &str, format: Format) -> Vec<u8> {
     codec::encode_ctl_change(
@@ -229,21 +212,37 @@ fn expected_ids(rounds: u32) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// Creates the topics, starts instance "a", publishes round 1 and answers
+/// its six runs: returns the instance, a reader of the run topic, the runs
+/// read so far and the (run id, pass) pairs answered.
+fn first_round(
+    kafka: &TestKafka,
+    config: &reactor::config::Config,
+    partitions: i32,
+) -> (
+    support::Instance,
+    support::Reader,
+    Vec<Record>,
+    std::collections::HashSet<(String, u64)>,
+) {
+    kafka.create_topics(config, partitions);
+    let t = &config.kafka.topics;
+    let reader = kafka.reader(&t.runs);
+    let mut answered = std::collections::HashSet::new();
+    let a = kafka.start(config, "a", partitions);
+    a.wait_ready(WAIT);
+    publish_round(kafka, &t.ctl, 1);
+    let seen = reader.read_until(WAIT, |r| r.len() >= 6);
+    answer(kafka, &t.results, &seen, &mut answered);
+    (a, reader, seen, answered)
+}
+
 #[test]
 fn two_instances_with_rebalances_dispatch_every_firing_exactly_once() {
     let kafka = TestKafka::new("rebalance");
     let config = kafka.config(&pooled_tasks(), 4, true);
-    kafka.create_topics(&config, 4);
     let t = config.kafka.topics.clone();
-    let reader = kafka.reader(&t.runs);
-    let mut seen = Vec::new();
-    let mut answered = std::collections::HashSet::new();
-
-    let a = kafka.start(&config, "a", 4);
-    a.wait_ready(WAIT);
-    publish_round(&kafka, &t.ctl, 1);
-    seen.extend(reader.read_until(WAIT, |r| r.len() >= 6));
-    answer(&kafka, &t.results, &seen, &mut answered);
+    let (a, reader, mut seen, mut answered) = first_round(&kafka, &config, 4);
 
     // A second instance joins: the partitions are split between the two.
     let b = kafka.start(&config, "b", 4);
@@ -278,17 +277,8 @@ fn a_crashed_instance_loses_no_run_and_its_successor_reuses_the_same_ids() {
     // mock cluster: regular offset commits, duplicates only under the same run id.
     let kafka = TestKafka::new("crash");
     let config = kafka.config(&pooled_tasks(), 2, false);
-    kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();
-    let reader = kafka.reader(&t.runs);
-    let mut seen = Vec::new();
-    let mut answered = std::collections::HashSet::new();
-
-    let a = kafka.start(&config, "a", 2);
-    a.wait_ready(WAIT);
-    publish_round(&kafka, &t.ctl, 1);
-    seen.extend(reader.read_until(WAIT, |r| r.len() >= 6));
-    answer(&kafka, &t.results, &seen, &mut answered);
+    let (a, reader, seen, _) = first_round(&kafka, &config, 2);
     // Round 2 arrives and the instance dies in the middle of it.
     publish_round(&kafka, &t.ctl, 2);
     std::thread::sleep(Duration::from_millis(30));

@@ -25,22 +25,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use reactor::codec::{self, Format};
 use reactor::kafka::{partition_for, topics, Error};
 use real::WAIT;
-
-const TASKS: &str = r#"
-[[pool]]
-name = "reports"
-max_running = 4
-
-[[task]]
-id = "orders_daily"
-pool = "reports"
-trigger = "chunk_delta(dwh.orders/max_dt, day)"
-timeout = "1h"
-"#;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
+use support::{ts, TASKS};
 
 /// Whether the changelog holds a task record of `task` whose last-seen
 /// `dwh.orders/max_dt` is `value`: the proof that a success was recorded.
@@ -64,15 +49,7 @@ fn reactor_creates_its_missing_topics_with_a_compacted_changelog() {
     let kafka = real::kafka("topics");
     let config = real::config(&kafka, TASKS, 3);
     let t = config.kafka.topics.clone();
-    let all = [
-        &t.ctl,
-        &t.results,
-        &t.commands,
-        &t.runs,
-        &t.events,
-        &t.dead,
-        &t.changelog,
-    ];
+    let all = t.all().map(|(_, name)| name);
     let before = real::partition_counts(&kafka);
     assert!(all.iter().all(|name| !before.contains_key(*name)));
 
@@ -82,7 +59,7 @@ fn reactor_creates_its_missing_topics_with_a_compacted_changelog() {
     for name in all {
         assert!(counts.contains_key(name), "{name} not created: {counts:?}");
     }
-    for name in [&t.results, &t.commands, &t.changelog] {
+    for name in t.co_partitioned() {
         assert_eq!(
             counts[name], 3,
             "{name}: co-partitioned topics share the shard count"

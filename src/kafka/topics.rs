@@ -47,7 +47,7 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
         .map_err(|e| Error::client("creating the admin client", e))?;
     let k = &config.kafka;
     let t = &k.topics;
-    let co = [&t.results, &t.commands, &t.changelog];
+    let co = t.co_partitioned();
     let counts = partition_counts(&admin, &clients.brokers)?;
     let existing: BTreeSet<i32> = co.iter().filter_map(|n| counts.get(*n).copied()).collect();
     check_co_partitioned(&co, &counts)?;
@@ -120,8 +120,8 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
     })
 }
 
-fn check_co_partitioned(co: &[&String], counts: &BTreeMap<String, i32>) -> Result<(), Error> {
-    let present: Vec<(&String, i32)> = co
+fn check_co_partitioned(co: &[&str], counts: &BTreeMap<String, i32>) -> Result<(), Error> {
+    let present: Vec<(&str, i32)> = co
         .iter()
         .filter_map(|n| counts.get(*n).map(|c| (*n, *c)))
         .collect();

@@ -17,6 +17,24 @@ use reactor::config::Config;
 use reactor::kafka::Clients;
 use reactor::runtime::{supervisor, Options};
 
+/// One daily task in a limited pool: the task most Kafka tests drive.
+pub const TASKS: &str = r#"
+[[pool]]
+name = "reports"
+max_running = 4
+
+[[task]]
+id = "orders_daily"
+pool = "reports"
+trigger = "chunk_delta(dwh.orders/max_dt, day)"
+timeout = "1h"
+"#;
+
+/// An RFC 3339 timestamp.
+pub fn ts(s: &str) -> jiff::Timestamp {
+    s.parse().unwrap()
+}
+
 /// A Kafka to test against.
 pub struct TestKafka {
     /// Keeps the in-process cluster alive.
@@ -102,15 +120,7 @@ changelog = "{p}.changelog"
     pub fn create_topics(&self, config: &Config, partitions: i32) {
         let t = &config.kafka.topics;
         if let Some(mock) = &self.mock {
-            for topic in [
-                &t.ctl,
-                &t.results,
-                &t.commands,
-                &t.runs,
-                &t.events,
-                &t.dead,
-                &t.changelog,
-            ] {
+            for (_, topic) in t.all() {
                 mock.create_topic(topic, partitions, 1)
                     .expect("create topic");
             }
