@@ -14,10 +14,10 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
-use super::cluster::{Cluster, Inputs, Pace};
+use super::cluster::{Cluster, Inputs};
 use super::report::Measurement;
-use super::stats::{per_second, Summary};
-use super::{auto_rate, index_in, join_within, phase, prefix, Error, Plan};
+use super::stats::Summary;
+use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan};
 
 /// Measures the relay loop; `latency_rate` `None` derives the latency
 /// phase's rate from this run's throughput.
@@ -96,44 +96,25 @@ pub(super) fn measure(
         let index = index_in(key).ok_or_else(|| format!("unexpected key {key:?}"))?;
         Ok((index, None))
     };
-    let run = || -> Result<_, Error> {
-        let burst = phase(
+    let run = || {
+        burst_then_steady(
+            "baseline",
             &producer,
             inputs,
             &input,
             &reader,
-            plan.throughput_range(),
-            Pace::Burst,
-            plan.timeout,
+            plan,
+            latency_rate,
             &index_of,
-        )?;
-        let throughput = per_second(plan.changes, burst.elapsed);
-        tracing::info!(
-            throughput,
-            seconds = burst.elapsed.as_secs_f64(),
-            "baseline throughput phase done"
-        );
-        let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
-        let steady = if plan.latency_changes > 0 {
-            tracing::info!(rate, "baseline latency phase");
-            Some(phase(
-                &producer,
-                inputs,
-                &input,
-                &reader,
-                plan.latency_range(),
-                Pace::Rate(rate),
-                plan.timeout,
-                &index_of,
-            )?)
-        } else {
-            None
-        };
-        Ok((burst, throughput, steady))
+        )
     };
     let measured = run();
     let relayed = stop_relay(thread);
-    let (burst, throughput, steady) = measured?;
+    let Phases {
+        burst,
+        throughput,
+        steady,
+    } = measured?;
     tracing::info!(records = relayed?, "baseline loop stopped");
 
     Ok(Measurement {

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cluster::{Cluster, Inputs, Pace};
+use super::cluster::{Cluster, Inputs};
 use super::report::Measurement;
-use super::stats::{per_second, Summary};
-use super::{auto_rate, index_in, join_within, phase, prefix, Error, Plan};
+use super::stats::Summary;
+use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan};
 use crate::clock::SystemClock;
 use crate::codec;
 use crate::config::Config;
@@ -157,40 +157,20 @@ pub(super) fn measure(
             .and_then(|t| codec::timestamp_from_proto(t).ok());
         Ok((index, issued_at))
     };
-    let burst = phase(
+    let Phases {
+        burst,
+        throughput,
+        steady,
+    } = burst_then_steady(
+        system,
         &producer,
         inputs,
         &t.ctl,
         &reader,
-        plan.throughput_range(),
-        Pace::Burst,
-        plan.timeout,
+        plan,
+        latency_rate,
         &index_of,
     )?;
-    let throughput = per_second(plan.changes, burst.elapsed);
-    tracing::info!(
-        system,
-        throughput,
-        seconds = burst.elapsed.as_secs_f64(),
-        "throughput phase done"
-    );
-
-    let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
-    let steady = if plan.latency_changes > 0 {
-        tracing::info!(system, rate, "latency phase");
-        Some(phase(
-            &producer,
-            inputs,
-            &t.ctl,
-            &reader,
-            plan.latency_range(),
-            Pace::Rate(rate),
-            plan.timeout,
-            &index_of,
-        )?)
-    } else {
-        None
-    };
     drop(reader);
     drop(producer);
     instance.stop(plan.timeout)?;

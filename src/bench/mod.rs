@@ -397,6 +397,61 @@ fn phase(
     })
 }
 
+/// What one system measured: the burst, its throughput, the paced phase.
+struct Phases {
+    burst: Phase,
+    throughput: f64,
+    steady: Option<Phase>,
+}
+
+/// Runs a system's two phases: a burst for throughput, then (when latency
+/// changes are planned) a paced phase for latency, at `latency_rate` or a
+/// rate derived from the burst.
+#[allow(clippy::too_many_arguments)]
+fn burst_then_steady(
+    system: &str,
+    producer: &Arc<rdkafka::producer::ThreadedProducer<rdkafka::producer::DefaultProducerContext>>,
+    inputs: &Arc<Inputs>,
+    topic: &str,
+    reader: &cluster::Reader,
+    plan: &Plan,
+    latency_rate: Option<f64>,
+    index_of: &cluster::IndexOf<'_>,
+) -> Result<Phases, Error> {
+    let run = |range, pace| {
+        phase(
+            producer,
+            inputs,
+            topic,
+            reader,
+            range,
+            pace,
+            plan.timeout,
+            index_of,
+        )
+    };
+    let burst = run(plan.throughput_range(), cluster::Pace::Burst)?;
+    let throughput = stats::per_second(plan.changes, burst.elapsed);
+    tracing::info!(
+        system,
+        throughput,
+        seconds = burst.elapsed.as_secs_f64(),
+        "throughput phase done"
+    );
+    let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
+    let steady = if plan.latency_changes > 0 {
+        tracing::info!(system, rate, "latency phase");
+        Some(run(plan.latency_range(), cluster::Pace::Rate(rate))?)
+    } else {
+        None
+    };
+    Ok(Phases {
+        burst,
+        throughput,
+        steady,
+    })
+}
+
 /// Waits for a thread at most `timeout`; a thread still running then is
 /// left behind and reported.
 fn join_within<T>(
