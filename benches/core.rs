@@ -101,6 +101,8 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
         tasks,
+        stages: Vec::new(),
+        offers: config::OffersSettings::default(),
         kafka: config::KafkaSettings::default(),
     }
 }
@@ -219,6 +221,7 @@ fn fanout_fire(c: &mut Criterion) {
                     .iter()
                     .filter_map(|a| match a {
                         Action::Run(run) => Some(RunResult {
+                            stage: Default::default(),
                             run_id: run.run_id.clone(),
                             pass: run.pass,
                             status: Status::Succeeded,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::changelog::ChangelogRecord;
 use crate::duration::Duration;
+use crate::offer::Body;
 use crate::run::Rejection;
 
 /// One decision of [`crate::engine::Engine`].
@@ -17,6 +18,11 @@ use crate::run::Rejection;
 pub enum Action {
     /// Send a run command to a worker topic.
     Run(RunCommand),
+    /// Send a stage run command to the stage's topic.
+    #[serde(rename = "run")]
+    StageRun(StageRunCommand),
+    /// Publish an offer's committed state to `offer.state`.
+    OfferState(OfferState),
     /// Publish an audit or alert event.
     Event(Event),
     /// Persist a state change.
@@ -49,8 +55,59 @@ pub struct RunCommand {
     pub topic: Option<String>,
 }
 
-/// An audit or alert event; every event names its task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A command for a stage worker: process this offer version and reply with
+/// the run id, pass and version (and the update, state and timer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageRunCommand {
+    /// The stage.
+    pub stage: String,
+    /// The offer id (also the command's key and the reply key).
+    pub offer: String,
+    /// `STAGE/OFFER#SEQ`: stable across re-dispatches of the same run.
+    pub run_id: String,
+    /// Try number since the stage last succeeded on this offer, from 1.
+    pub attempt: u32,
+    /// Token the result must echo; new on every dispatch.
+    pub pass: u64,
+    /// The offer version the run works on; the result must be computed from it.
+    pub version: u64,
+    /// The offer body at that version.
+    #[serde(skip)]
+    pub body: Body,
+    /// The stage's state for this offer, if any.
+    #[serde(skip)]
+    pub state: Option<serde_json::Value>,
+    /// No result by then: the pass times out.
+    pub deadline: Timestamp,
+    /// The stage's run topic.
+    #[serde(skip)]
+    pub topic: String,
+}
+
+/// An offer's state after a committed change: the post-commit event
+/// downstream services (and stages with side effects) act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OfferState {
+    /// The offer id.
+    pub offer: String,
+    /// The version the change committed (bumped by every committed change).
+    pub version: u64,
+    /// The body at that version (empty when deleted).
+    pub body: Body,
+    /// `external` for a change from `offer.changes`, `stage:NAME` for a
+    /// stage's result, `command` for an operator's state replacement.
+    pub cause: String,
+    /// Top-level body fields the change touched, sorted.
+    pub changed_fields: Vec<String>,
+    /// Every stage's state (stage → state); stages without state are absent.
+    pub states: BTreeMap<String, serde_json::Value>,
+    /// The change deleted the offer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+}
+
+/// An audit or alert event; every event names its task, or its stage and offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// A CTL value moved backwards; the task may need an operator.
@@ -138,11 +195,159 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A stage result was not applied (wire name `result_rejected`).
+    #[serde(rename = "result_rejected")]
+    StageResultRejected {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// Run id of the result.
+        run_id: String,
+        /// Pass of the result.
+        pass: u64,
+        /// Why.
+        reason: Rejection,
+    },
+    /// A stage pass got no result in time (wire name `run_timed_out`).
+    #[serde(rename = "run_timed_out")]
+    StageRunTimedOut {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// The run.
+        run_id: String,
+        /// The attempt that timed out.
+        attempt: u32,
+        /// Whether it was re-dispatched at once under a new pass.
+        restarted: bool,
+    },
+    /// A stage run failed and is retried after a backoff (wire name `run_failed`).
+    #[serde(rename = "run_failed")]
+    StageRunFailed {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// The run.
+        run_id: String,
+        /// The attempt that failed.
+        attempt: u32,
+        /// The worker's error text.
+        error: String,
+        /// When the retry is due.
+        retry_at: Timestamp,
+    },
+    /// A stage used its attempts on an offer: parked for a tier (wire name `parked`).
+    #[serde(rename = "parked")]
+    StageParked {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// 1-based tier.
+        tier: usize,
+        /// End of the park.
+        until: Timestamp,
+        /// Last error.
+        error: String,
+    },
+    /// The stage's attempt after the last tier failed (wire name `dead`).
+    #[serde(rename = "dead")]
+    StageDead {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// Failed attempts in a row.
+        attempts: u32,
+        /// Last error.
+        error: String,
+    },
+    /// A stage result was computed from an old offer version: discarded, and
+    /// the stage re-runs on the current version.
+    StaleVersion {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// The run.
+        run_id: String,
+        /// The version the result was computed from.
+        computed_from: u64,
+        /// The offer's current version, which the re-run gets.
+        current: u64,
+    },
+    /// A stage's `when` or `timer` expression failed; `when` counts as true,
+    /// a failing `timer` leaves the timer as it was.
+    PredicateError {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// `when`, `timer` or `rescan` (the rescan filter).
+        field: String,
+        /// The evaluation error.
+        error: String,
+    },
+    /// Too many stage runs for one offer in the guard's window: the offer's
+    /// stage runs are parked until `until`.
+    PingPong {
+        /// The offer.
+        offer: String,
+        /// The stage whose run was refused.
+        stage: String,
+        /// Runs counted in the window.
+        runs: u32,
+        /// The guard's window.
+        window: Duration,
+        /// Stage runs resume then (or on an `unpark_offer` command).
+        until: Timestamp,
+    },
+    /// The answer to a stage state compare-and-set.
+    StageState {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+        /// The version the command expected.
+        expected: u64,
+        /// The offer's version after the command (the new one when applied).
+        version: u64,
+        /// Whether the state was replaced.
+        applied: bool,
+    },
+    /// Progress of a stage rescan over this shard's offers.
+    RescanProgress {
+        /// The stage.
+        stage: String,
+        /// Offers checked so far.
+        checked: u64,
+        /// Offers queued in the rescan lane so far.
+        queued: u64,
+        /// Offers in the shard when the rescan started.
+        total: u64,
+        /// Predicates that failed (counted as true) so far.
+        errors: u64,
+        /// The rescan has checked every offer.
+        done: bool,
+    },
+    /// An operator command about an offer or stage could not be applied.
+    StageCommandRejected {
+        /// The stage named by the command, if any.
+        stage: String,
+        /// The offer named by the command, if any.
+        offer: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Event {
-    /// The task the event is about: its key on `reactor.events`.
-    pub fn task(&self) -> &str {
+    /// The event's key on `reactor.events`: the task id, or the offer id of
+    /// a stage event (the stage of a rescan).
+    pub fn key(&self) -> &str {
         match self {
             Event::CtlMovedBack { task, .. }
             | Event::ResultRejected { task, .. }
@@ -152,6 +357,32 @@ impl Event {
             | Event::Dead { task, .. }
             | Event::SlaMissed { task, .. }
             | Event::CommandRejected { task, .. } => task,
+            Event::StageResultRejected { offer, .. }
+            | Event::StageRunTimedOut { offer, .. }
+            | Event::StageRunFailed { offer, .. }
+            | Event::StageParked { offer, .. }
+            | Event::StageDead { offer, .. }
+            | Event::StaleVersion { offer, .. }
+            | Event::PredicateError { offer, .. }
+            | Event::PingPong { offer, .. }
+            | Event::StageState { offer, .. }
+            | Event::StageCommandRejected { offer, .. } => offer,
+            Event::RescanProgress { stage, .. } => stage,
+        }
+    }
+
+    /// The task the event is about, if it is a task event.
+    pub fn task(&self) -> Option<&str> {
+        match self {
+            Event::CtlMovedBack { task, .. }
+            | Event::ResultRejected { task, .. }
+            | Event::RunTimedOut { task, .. }
+            | Event::RunFailed { task, .. }
+            | Event::Parked { task, .. }
+            | Event::Dead { task, .. }
+            | Event::SlaMissed { task, .. }
+            | Event::CommandRejected { task, .. } => Some(task),
+            _ => None,
         }
     }
 }

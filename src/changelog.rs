@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::stage::{OfferRecord, RescanRecord};
 use crate::task::TaskRecord;
 
 /// A state store inside a shard.
@@ -12,6 +13,10 @@ use crate::task::TaskRecord;
 pub enum Store {
     /// Task runtime state, keyed by task id.
     Task,
+    /// An offer with its stage slots, keyed by offer id.
+    Offer,
+    /// A stage rescan in progress, keyed by stage name.
+    Rescan,
 }
 
 impl Store {
@@ -19,20 +24,26 @@ impl Store {
     pub fn as_str(self) -> &'static str {
         match self {
             Store::Task => "task",
+            Store::Offer => "offer",
+            Store::Rescan => "rescan",
         }
     }
 }
 
 /// A stored value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Value {
     /// A task's runtime state.
     Task(Box<TaskRecord>),
+    /// An offer and its stage slots.
+    Offer(Box<OfferRecord>),
+    /// A rescan in progress.
+    Rescan(RescanRecord),
 }
 
 /// One changelog entry: a new value for `store/key`, or a tombstone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChangelogRecord {
     /// The store.
     pub store: Store,

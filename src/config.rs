@@ -15,6 +15,8 @@ use toml::Spanned;
 use crate::codec::Format;
 use crate::ctl::ParamName;
 use crate::duration::Duration;
+use crate::stage::expr::Expr;
+use crate::stage::limit::RateLimit;
 use crate::trigger::{self, Trigger};
 
 /// Why a configuration was refused.
@@ -364,9 +366,81 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// Tasks in file order.
     pub tasks: Vec<Task>,
+    /// Offer stages in file order.
+    pub stages: Vec<Stage>,
+    /// Settings shared by every offer (`[offers]`).
+    pub offers: OffersSettings,
     /// Kafka settings.
     pub kafka: KafkaSettings,
 }
+
+/// A validated offer stage (`[[stage]]`).
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// Unique name: letters, digits, `_ . : -`.
+    pub name: String,
+    /// Top-level body fields whose change can wake the stage; empty means every field.
+    pub watch: Vec<String>,
+    /// shouldProcess: a CEL predicate over `offer`, `meta`, `state`, `now`.
+    pub when: Expr,
+    /// Optional CEL wake-up time (a timestamp, or null for no timer).
+    pub timer: Option<Expr>,
+    /// The run topic (default `stage.NAME.runs`).
+    pub topic: String,
+    /// Most runs in flight across all partitions (each partition gets an even share).
+    pub max_parallelism: u32,
+    /// Most dispatches per second across all partitions (each partition gets an even share).
+    pub rate_limit: Option<RateLimit>,
+    /// No result by then: the pass times out.
+    pub timeout: Duration,
+    /// Re-dispatch at once after a timeout (else the timeout counts as a failure).
+    pub restart_after_timeout: bool,
+    /// Which pass's result is accepted.
+    pub accept: Accept,
+    /// Retries after failures.
+    pub retry: RetryPolicy,
+}
+
+/// `[offers]`: settings shared by every offer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffersSettings {
+    /// The ping-pong guard.
+    pub ping_pong: PingPong,
+}
+
+/// Too many stage runs for one offer within `window` parks its stage runs for `park`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingPong {
+    /// Most stage runs of one offer in a window.
+    pub runs: u32,
+    /// The window.
+    pub window: Duration,
+    /// How long the offer's stage runs are parked when the limit is passed.
+    pub park: Duration,
+}
+
+impl Default for PingPong {
+    fn default() -> Self {
+        PingPong {
+            runs: 20,
+            window: Duration::from_secs(60),
+            park: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Default for OffersSettings {
+    fn default() -> Self {
+        OffersSettings {
+            ping_pong: PingPong::default(),
+        }
+    }
+}
+
+/// Default `timeout` of a stage.
+pub const DEFAULT_STAGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `max_parallelism` of a stage.
+pub const DEFAULT_MAX_PARALLELISM: u32 = 16;
 
 /// A configuration with the lint findings that did not stop it.
 #[derive(Debug)]
@@ -585,6 +659,8 @@ impl Validator<'_> {
                 strict: file.strict,
                 pools,
                 tasks,
+                stages: Vec::new(),
+                offers: OffersSettings::default(),
                 kafka: self.kafka(file.kafka)?,
             },
             warnings,

@@ -256,8 +256,20 @@ pub fn record_actions(actions: &[Action]) {
             }
             Action::Event(event) => event,
             Action::Changelog(_) => continue,
+            Action::StageRun(_) | Action::OfferState(_) => todo!("stage metrics"),
         };
         match event {
+            Event::StageResultRejected { .. }
+            | Event::StageRunTimedOut { .. }
+            | Event::StageRunFailed { .. }
+            | Event::StageParked { .. }
+            | Event::StageDead { .. }
+            | Event::StaleVersion { .. }
+            | Event::PredicateError { .. }
+            | Event::PingPong { .. }
+            | Event::StageState { .. }
+            | Event::RescanProgress { .. }
+            | Event::StageCommandRejected { .. } => todo!("stage event metrics"),
             Event::CtlMovedBack {
                 entity,
                 param,
@@ -612,6 +624,7 @@ mod tests {
         record_actions(&actions);
         record_result(
             &RunResult {
+                stage: Default::default(),
                 run_id: "a#1".to_string(),
                 pass: 1,
                 status: Status::Succeeded,
@@ -731,6 +744,7 @@ mod tests {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let result = RunResult {
+            stage: Default::default(),
             run_id: "a#1".to_string(),
             pass: 2,
             status: Status::Succeeded,

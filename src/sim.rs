@@ -190,6 +190,7 @@ impl Simulator {
                 pass,
                 status: c.status,
                 error: c.error,
+                stage: Default::default(),
             })
         } else {
             Input::Command(input.command.expect("parse_line checked one is set"))
@@ -246,7 +247,7 @@ impl Simulator {
                     self.current.insert(run.task.clone(), ids);
                 }
                 Action::Changelog(record) => self.log.push(record.clone()),
-                Action::Event(_) => {}
+                Action::Event(_) | Action::StageRun(_) | Action::OfferState(_) => {}
             }
             out.push(Output { at, action });
         }

@@ -62,6 +62,7 @@ fn ctl_change_dispatches_a_run_and_success_records_last_seen() {
 
     // A protobuf result; the same day again changes nothing.
     let result = RunResult {
+        stage: Default::default(),
         run_id: run.run_id.clone(),
         pass: run.pass,
         status: Status::Succeeded,
@@ -105,7 +106,7 @@ fn ctl_change_dispatches_a_run_and_success_records_last_seen() {
                     Some(reactor::changelog::Value::Task(t)) => {
                         t.last_seen.get("dwh.orders/max_dt").copied()
                     }
-                    None => None,
+                    _ => None,
                 })
                 == Some(ts("2024-05-01T10:00:00Z"))
         })
@@ -191,6 +192,7 @@ fn answer(
     for run in runs(records) {
         if answered.insert((run.run_id.clone(), run.pass)) {
             let result = RunResult {
+                stage: Default::default(),
                 run_id: run.run_id.clone(),
                 pass: run.pass,
                 status: Status::Succeeded,
@@ -355,6 +357,7 @@ fn a_failed_commit_is_aborted_and_redone() {
     );
     // The instance recovered and keeps working.
     let result = RunResult {
+        stage: Default::default(),
         run_id: "orders_daily#1".into(),
         pass: first[0].pass,
         status: Status::Succeeded,

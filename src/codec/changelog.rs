@@ -23,6 +23,7 @@ pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) 
     let key = changelog_key(record.store, &record.key).into_bytes();
     let value = record.value.as_ref().map(|v| match v {
         Value::Task(task) => encode(&task_to_proto(task), Format::Protobuf),
+        Value::Offer(_) | Value::Rescan(_) => todo!("offer changelog encoding"),
     });
     (key, value)
 }
@@ -48,6 +49,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         None => None,
         Some(bytes) => Some(match store {
             Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
+            Store::Offer | Store::Rescan => todo!("offer changelog decoding"),
         }),
     };
     Ok(ChangelogRecord {

@@ -34,6 +34,9 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
 /// Encodes a `Command`, for the CLI and tests.
 pub fn encode_command(command: &Command, format: Format) -> Vec<u8> {
     let op = match command {
+        Command::SetStageState { .. } | Command::Rescan { .. } | Command::UnparkOffer { .. } => {
+            todo!("stage command encoding")
+        }
         Command::Pause { task } => Op::Pause(Pause { task: task.clone() }),
         Command::Resume { task } => Op::Resume(Resume { task: task.clone() }),
         Command::SetLast { task, param, value } => Op::SetLast(SetLast {

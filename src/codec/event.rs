@@ -22,6 +22,7 @@ pub fn event_kind(event: &Event) -> &'static str {
         Event::Dead { .. } => "dead",
         Event::SlaMissed { .. } => "sla_missed",
         Event::CommandRejected { .. } => "command_rejected",
+        _ => todo!("stage event names"),
     }
 }
 
@@ -33,7 +34,19 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
         at: ts(&at),
         ..Default::default()
     };
+    #[allow(clippy::match_wildcard_for_single_variants)]
     match event {
+        Event::StageResultRejected { .. }
+        | Event::StageRunTimedOut { .. }
+        | Event::StageRunFailed { .. }
+        | Event::StageParked { .. }
+        | Event::StageDead { .. }
+        | Event::StaleVersion { .. }
+        | Event::PredicateError { .. }
+        | Event::PingPong { .. }
+        | Event::StageState { .. }
+        | Event::RescanProgress { .. }
+        | Event::StageCommandRejected { .. } => todo!("stage event encoding"),
         Event::CtlMovedBack {
             task,
             entity,

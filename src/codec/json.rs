@@ -97,6 +97,7 @@ mod tests {
     #[test]
     fn renders_either_encoding_alike() {
         let r = RunResult {
+            stage: Default::default(),
             run_id: "t#1".into(),
             pass: 3,
             status: Status::Succeeded,

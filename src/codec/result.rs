@@ -21,6 +21,7 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         pass: m.pass,
         status,
         error: Some(m.error).filter(|e| !e.is_empty()),
+        stage: Default::default(),
     })
 }
 
@@ -47,12 +48,14 @@ mod tests {
     fn results() -> [RunResult; 2] {
         [
             RunResult {
+                stage: Default::default(),
                 run_id: "orders_daily#7".into(),
                 pass: 12,
                 status: Status::Succeeded,
                 error: None,
             },
             RunResult {
+                stage: Default::default(),
                 run_id: "orders_daily#7".into(),
                 pass: u64::MAX,
                 status: Status::Failed,

@@ -4,6 +4,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::ctl::ParamName;
+use crate::offer::{Body, OfferChange};
 use crate::run::Status;
 
 /// One input of [`super::Engine::apply`].
@@ -22,6 +23,8 @@ pub enum Input {
     Result(RunResult),
     /// An operator command.
     Command(Command),
+    /// An offer changed outside Reactor.
+    Offer(OfferChange),
 }
 
 /// A worker's reply to a run command.
@@ -36,6 +39,68 @@ pub struct RunResult {
     /// Error text of a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What a stage worker returns with a success (empty for tasks).
+    #[serde(default, skip_serializing_if = "StageReply::is_empty")]
+    pub stage: StageReply,
+}
+
+impl RunResult {
+    /// A result without stage fields.
+    pub fn new(run_id: impl Into<String>, pass: u64, status: Status) -> RunResult {
+        RunResult {
+            run_id: run_id.into(),
+            pass,
+            status,
+            error: None,
+            stage: StageReply::default(),
+        }
+    }
+}
+
+/// The stage part of a result: the version it was computed from, and the
+/// offer update, state and timer to commit together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageReply {
+    /// The offer version the worker computed from (the command's `version`);
+    /// absent means the version the run was dispatched with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// The offer update; absent leaves the body as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<Update>,
+    /// The stage's new state: absent leaves it, JSON `null` clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+    /// The stage's timer for this offer: absent leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<TimerChange>,
+}
+
+impl StageReply {
+    /// Nothing stage-specific was said.
+    pub fn is_empty(&self) -> bool {
+        *self == StageReply::default()
+    }
+}
+
+/// How a stage result changes the offer body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Update {
+    /// A JSON merge patch (RFC 7396) applied to the body.
+    Patch(Body),
+    /// A whole new body.
+    Body(Body),
+}
+
+/// How a stage result changes the stage's timer for the offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerChange {
+    /// Wake the stage for the offer at this time (replaces any timer).
+    Set(Timestamp),
+    /// Cancel the timer.
+    Clear,
 }
 
 /// An operator command on one task.
@@ -69,16 +134,57 @@ pub enum Command {
         #[serde(default)]
         param: Option<ParamName>,
     },
+    /// Replace a stage's state for an offer if the offer is still at `version`
+    /// (compare-and-set); the answer is a `stage_state` event.
+    SetStageState {
+        /// Offer id.
+        offer: String,
+        /// Stage name.
+        stage: String,
+        /// The new state (`null` clears it).
+        state: serde_json::Value,
+        /// The offer version the caller read.
+        version: u64,
+    },
+    /// Check every offer of the shard the command reaches and queue those
+    /// whose `when` (and the optional filter) is true in the stage's rescan lane.
+    Rescan {
+        /// Stage name.
+        stage: String,
+        /// An extra CEL filter over `offer`, `meta`, `state`, `now`.
+        #[serde(default)]
+        when: Option<String>,
+    },
+    /// End an offer's ping-pong park and revive its dead stages.
+    UnparkOffer {
+        /// Offer id.
+        offer: String,
+    },
+}
+
+/// What a command is about: where it is routed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A task (routed by its pool).
+    Task(&'a str),
+    /// An offer (routed by its id).
+    Offer(&'a str),
+    /// The shard that received it (a rescan: one command per partition).
+    Shard,
 }
 
 impl Command {
-    /// The task the command is about.
-    pub fn task(&self) -> &str {
+    /// What the command is about.
+    pub fn target(&self) -> Target<'_> {
         match self {
             Command::Pause { task }
             | Command::Resume { task }
             | Command::SetLast { task, .. }
-            | Command::ClearLast { task, .. } => task,
+            | Command::ClearLast { task, .. } => Target::Task(task),
+            Command::SetStageState { offer, .. } | Command::UnparkOffer { offer } => {
+                Target::Offer(offer)
+            }
+            Command::Rescan { .. } => Target::Shard,
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::task::{Hold, PoolQueue, TaskState};
 use crate::timers::Timers;
 use crate::trigger::Trigger;
 
-pub use input::{Command, Input, RunResult};
+pub use input::{Command, Input, RunResult, StageReply, Target, TimerChange, Update};
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
 /// Why a changelog could not be restored.
@@ -232,6 +232,7 @@ impl Engine {
         let mut engine = Engine::for_shard(config, owns);
         for record in records {
             match record.store {
+                Store::Offer | Store::Rescan => todo!("offer restore"),
                 Store::Task => {
                     let Some(&i) = engine.by_id.get(&record.key) else {
                         if record.value.is_some() {
@@ -244,6 +245,7 @@ impl Engine {
                     engine.rt[i as usize] = match &record.value {
                         Some(Value::Task(r)) => engine.rt_from_record(&record.key, r)?,
                         None => TaskRt::default(),
+                        Some(_) => TaskRt::default(),
                     };
                 }
             }
@@ -296,6 +298,7 @@ impl Engine {
             } => return self.apply_ctl(&entity, &param, value, now),
             Input::Result(result) => self.on_result(result, now),
             Input::Command(command) => self.on_command(command, now),
+            Input::Offer(_) => todo!("offers"),
         }
         self.finish(now)
     }

@@ -355,14 +355,20 @@ impl Engine {
     }
 
     pub(super) fn on_command(&mut self, command: Command, now: Timestamp) {
-        let Some(&i) = self.by_id.get(command.task()) else {
+        let crate::engine::input::Target::Task(task) = command.target() else {
+            todo!("stage commands")
+        };
+        let Some(&i) = self.by_id.get(task) else {
             self.out.push(Action::Event(Event::CommandRejected {
-                task: command.task().to_string(),
+                task: task.to_string(),
                 reason: "unknown task".to_string(),
             }));
             return;
         };
         match command {
+            Command::SetStageState { .. } | Command::Rescan { .. } | Command::UnparkOffer { .. } => {
+                unreachable!("routed by target")
+            }
             Command::Pause { .. } => self.pause(i, now),
             Command::Resume { .. } => self.resume(i, now),
             Command::SetLast { param, value, .. } => {

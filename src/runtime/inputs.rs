@@ -85,8 +85,11 @@ impl Runtime {
         };
         let task = match &input {
             Input::Result(r) => crate::run::parse_run_id(&r.run_id).map(|(t, _)| t.to_string()),
-            Input::Command(c) => Some(c.task().to_string()),
-            Input::Ctl { .. } => None,
+            Input::Command(c) => match c.target() {
+                crate::engine::Target::Task(t) => Some(t.to_string()),
+                _ => todo!("routing offer commands"),
+            },
+            Input::Ctl { .. } | Input::Offer(_) => None,
         };
         if let Some(owner) = task.as_deref().and_then(|t| self.owners.get(t).copied()) {
             if owner != p {

@@ -33,6 +33,7 @@ pub fn encode(
     let topics = &settings.topics;
     for action in actions {
         out.push(match action {
+            Action::StageRun(_) | Action::OfferState(_) => todo!("stage outputs"),
             Action::Run(run) => OutRecord {
                 topic: run.topic.clone().unwrap_or_else(|| topics.runs.clone()),
                 partition: None,
@@ -49,7 +50,7 @@ pub fn encode(
             Action::Event(event) => OutRecord {
                 topic: topics.events.clone(),
                 partition: None,
-                key: event.task().as_bytes().to_vec(),
+                key: event.key().as_bytes().to_vec(),
                 payload: Some(codec::encode_event(event, now, settings.formats.events)),
                 headers: Vec::new(),
             },

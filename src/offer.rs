@@ -1,0 +1,166 @@
+//! Offers: JSON-object entities that stages watch and change. This module
+//! holds the pure data rules every part agrees on: what a change is, how a
+//! JSON merge patch (RFC 7396) applies, which fields a change touched, and
+//! the number normalisation that keeps protobuf and JSON inputs comparable.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// An offer's body: always a JSON object.
+pub type Body = Map<String, Value>;
+
+/// A change of one offer from outside (the system of record, any producer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferChange {
+    /// The offer id: its Kafka key and partition key.
+    pub offer_id: String,
+    /// What changes.
+    pub change: Change,
+    /// Who made the change (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// The three ways an offer changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Replace the whole body (creates the offer when it is new).
+    Body(Body),
+    /// Apply a JSON merge patch (RFC 7396) to the body (a new offer starts from `{}`).
+    Patch(Body),
+    /// Delete the offer: its queue entries and timers are cancelled.
+    Deleted,
+}
+
+/// Applies an RFC 7396 merge patch to `target` in place: `null` removes a
+/// member, an object merges recursively, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let target = target.as_object_mut().expect("made an object above");
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// The body after applying `patch` (an object) to `body`.
+pub fn patched(body: &Body, patch: &Body) -> Body {
+    let mut value = Value::Object(body.clone());
+    merge_patch(&mut value, &Value::Object(patch.clone()));
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("an object patched by an object stays an object"),
+    }
+}
+
+/// Top-level fields whose value differs between `old` and `new` (added,
+/// removed or changed), sorted. A new offer (`old = None`) changed every
+/// field it has.
+pub fn changed_fields(old: Option<&Body>, new: &Body) -> Vec<String> {
+    let mut fields: Vec<String> = match old {
+        None => new.keys().cloned().collect(),
+        Some(old) => {
+            let mut fields: Vec<String> = new
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            fields.extend(old.keys().filter(|k| !new.contains_key(*k)).cloned());
+            fields
+        }
+    };
+    fields.sort();
+    fields
+}
+
+/// Rewrites every float with an integral value that fits an `i64` exactly as
+/// an integer. Protobuf `Struct` numbers are doubles, so `100` sent as
+/// protobuf arrives as `100.0`; without this it would differ from the `100`
+/// of a JSON producer and wake stages for nothing.
+pub fn normalize(value: &mut Value) {
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+                const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+                if f.fract() == 0.0 && f.abs() <= EXACT {
+                    *n = serde_json::Number::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize),
+        Value::Object(map) => map.values_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+/// [`normalize`] over a body.
+pub fn normalize_body(body: &mut Body) {
+    body.values_mut().for_each(normalize);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Body {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc_7396_examples() {
+        // The test cases of RFC 7396, appendix A.
+        let cases = [
+            (json!({"a":"b"}), json!({"a":"c"}), json!({"a":"c"})),
+            (json!({"a":"b"}), json!({"b":"c"}), json!({"a":"b","b":"c"})),
+            (json!({"a":"b"}), json!({"a":null}), json!({})),
+            (json!({"a":"b","b":"c"}), json!({"a":null}), json!({"b":"c"})),
+            (json!({"a":["b"]}), json!({"a":"c"}), json!({"a":"c"})),
+            (json!({"a":"c"}), json!({"a":["b"]}), json!({"a":["b"]})),
+            (
+                json!({"a":{"b":"c"}}),
+                json!({"a":{"b":"d","c":null}}),
+                json!({"a":{"b":"d"}}),
+            ),
+            (json!({"a":[{"b":"c"}]}), json!({"a":[1]}), json!({"a":[1]})),
+            (json!(["a","b"]), json!(["c","d"]), json!(["c","d"])),
+            (json!({"a":"b"}), json!(["c"]), json!(["c"])),
+            (json!({"a":"foo"}), json!(null), json!(null)),
+            (json!({"a":"foo"}), json!("bar"), json!("bar")),
+            (json!({"e":null}), json!({"a":1}), json!({"e":null,"a":1})),
+            (json!([1,2]), json!({"a":"b","c":null}), json!({"a":"b"})),
+            (json!({}), json!({"a":{"bb":{"ccc":null}}}), json!({"a":{"bb":{}}})),
+        ];
+        for (target, patch, expected) in cases {
+            let mut t = target.clone();
+            merge_patch(&mut t, &patch);
+            assert_eq!(t, expected, "{target} + {patch}");
+        }
+    }
+
+    #[test]
+    fn changed_fields_lists_added_removed_and_changed() {
+        let old = obj(json!({"a": 1, "b": 2, "c": {"x": 1}}));
+        let new = obj(json!({"a": 1, "c": {"x": 2}, "d": null}));
+        assert_eq!(changed_fields(Some(&old), &new), ["b", "c", "d"]);
+        assert_eq!(changed_fields(None, &new), ["a", "c", "d"]);
+        assert!(changed_fields(Some(&old), &old).is_empty());
+    }
+
+    #[test]
+    fn normalize_makes_integral_floats_integers() {
+        let mut v = json!({"p": 100.0, "q": 1.5, "r": [2.0, {"s": -3.0}], "t": 1e300});
+        normalize(&mut v);
+        assert_eq!(v, json!({"p": 100, "q": 1.5, "r": [2, {"s": -3}], "t": 1e300}));
+    }
+}

@@ -1,0 +1,117 @@
+//! The durable state of offers and rescans: what the changelog stores
+//! (`offer/<id>`, `rescan/<stage>`) and a restore reads back.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::{Lane, Phase};
+use crate::offer::Body;
+use crate::run::Run;
+
+/// One offer with every stage's slot on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferRecord {
+    /// Bumped by every committed change (body or any stage state).
+    pub version: u64,
+    /// The current body.
+    pub body: Body,
+    /// When the current version was committed.
+    pub updated_at: Timestamp,
+    /// Stage name → its slot; stages with a default slot are left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stages: BTreeMap<String, SlotRecord>,
+    /// The ping-pong guard's counters.
+    #[serde(default, skip_serializing_if = "Guard::is_default")]
+    pub guard: Guard,
+}
+
+/// A stage's slot on one offer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    /// Lifecycle phase.
+    pub phase: Phase,
+    /// The stage's own state for the offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+    /// When the stage wakes for the offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<Timestamp>,
+    /// The lane while queued.
+    #[serde(default)]
+    pub lane: Lane,
+    /// When it was queued (queue order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<Timestamp>,
+    /// The run in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Run>,
+    /// The offer version the run in flight was dispatched with.
+    #[serde(default)]
+    pub run_version: u64,
+    /// Runs dispatched so far (the last run id's number).
+    #[serde(default)]
+    pub run_seq: u64,
+    /// Passes issued so far (the last pass token).
+    #[serde(default)]
+    pub pass_seq: u64,
+    /// Consecutive failed attempts since the last success.
+    #[serde(default)]
+    pub failures: u32,
+    /// End of a backoff or park.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
+    /// Last failure's error text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl SlotRecord {
+    /// Whether the slot holds nothing worth storing.
+    pub fn is_default(&self) -> bool {
+        *self == SlotRecord::default()
+    }
+}
+
+/// The ping-pong guard of one offer: stage runs counted in a fixed window.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guard {
+    /// Start of the current window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start: Option<Timestamp>,
+    /// Stage runs dispatched in the window.
+    #[serde(default)]
+    pub runs: u32,
+    /// Stage runs are parked until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<Timestamp>,
+}
+
+impl Guard {
+    /// Whether the guard holds nothing worth storing.
+    pub fn is_default(&self) -> bool {
+        *self == Guard::default()
+    }
+}
+
+/// A stage rescan in progress over one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RescanRecord {
+    /// The extra CEL filter, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// The last offer id checked (offers are scanned in id order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Offers checked so far.
+    pub checked: u64,
+    /// Offers queued so far.
+    pub queued: u64,
+    /// Offers in the shard when the rescan started.
+    pub total: u64,
+    /// Predicates that failed (counted as true).
+    pub errors: u64,
+    /// When the rescan started.
+    pub started_at: Timestamp,
+}
