@@ -38,7 +38,7 @@ fn last_seen_recorded(records: &[support::Record], task: &str, value: Timestamp)
                 Some(reactor::changelog::Value::Task(t)) => {
                     t.last_seen.get("dwh.orders/max_dt").copied()
                 }
-                None => None,
+                _ => None,
             })
             == Some(value)
     })
