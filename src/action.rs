@@ -333,7 +333,9 @@ pub enum Event {
         /// The rescan has checked every offer.
         done: bool,
     },
-    /// An operator command about an offer or stage could not be applied.
+    /// An operator command about an offer or stage could not be applied
+    /// (wire name `command_rejected`).
+    #[serde(rename = "command_rejected")]
     StageCommandRejected {
         /// The stage named by the command, if any.
         stage: String,
@@ -365,8 +367,9 @@ impl Event {
             | Event::StaleVersion { offer, .. }
             | Event::PredicateError { offer, .. }
             | Event::PingPong { offer, .. }
-            | Event::StageState { offer, .. }
-            | Event::StageCommandRejected { offer, .. } => offer,
+            | Event::StageState { offer, .. } => offer,
+            Event::StageCommandRejected { offer, stage, .. } if offer.is_empty() => stage,
+            Event::StageCommandRejected { offer, .. } => offer,
             Event::RescanProgress { stage, .. } => stage,
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! Reading happens in two steps: serde reads [`File`] (unknown keys are
 //! errors), then [`Config::validate`] compiles triggers and zones and checks
-//! references, so every error can name the file, line, task and field.
+//! references, so every error can name the file, line, task (or stage) and
+//! field.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -15,7 +16,7 @@ use toml::Spanned;
 use crate::codec::Format;
 use crate::ctl::ParamName;
 use crate::duration::Duration;
-use crate::stage::expr::Expr;
+use crate::stage::expr::{self, Expr};
 use crate::stage::limit::RateLimit;
 use crate::trigger::{self, Trigger};
 
@@ -92,6 +93,12 @@ pub struct File {
     /// Reactive tasks.
     #[serde(default)]
     pub task: Vec<Spanned<TaskFile>>,
+    /// Offer stages (`[[stage]]`), in file order.
+    #[serde(default)]
+    pub stage: Vec<Spanned<StageFile>>,
+    /// Settings shared by every offer (`[offers]`).
+    #[serde(default)]
+    pub offers: Option<Spanned<OffersFile>>,
     /// How to reach Kafka and which topics to use (`reactor run`).
     #[serde(default)]
     pub kafka: KafkaSettings,
@@ -159,6 +166,10 @@ pub struct Topics {
     pub dead: String,
     /// Compacted state changelog (internal; co-partitioned).
     pub changelog: String,
+    /// Offer changes (in; co-partitioned).
+    pub offers: String,
+    /// Offer states after each commit: post-commit events (out).
+    pub offer_state: String,
 }
 
 impl Default for Topics {
@@ -171,27 +182,39 @@ impl Default for Topics {
             events: "reactor.events".into(),
             dead: "reactor.dead".into(),
             changelog: "reactor.changelog".into(),
+            offers: "offer.changes".into(),
+            offer_state: "offer.state".into(),
         }
     }
 }
 
 impl Topics {
     /// Every topic with its configuration key; the co-partitioned ones first.
-    pub fn all(&self) -> [(&'static str, &str); 7] {
+    pub fn all(&self) -> [(&'static str, &str); 9] {
         [
             ("topics.results", &self.results),
             ("topics.commands", &self.commands),
             ("topics.changelog", &self.changelog),
+            ("topics.offers", &self.offers),
             ("topics.ctl", &self.ctl),
             ("topics.runs", &self.runs),
             ("topics.events", &self.events),
             ("topics.dead", &self.dead),
+            ("topics.offer_state", &self.offer_state),
         ]
     }
 
     /// The topics that must have the same partition count (one shard per partition).
-    pub fn co_partitioned(&self) -> [&str; 3] {
-        [&self.results, &self.commands, &self.changelog]
+    pub fn co_partitioned(&self) -> [&str; 4] {
+        [&self.results, &self.commands, &self.changelog, &self.offers]
+    }
+
+    /// Reactor's own topics, which no stage may use as its run topic: every
+    /// topic but `runs` (a shared run topic that workers already read).
+    pub fn own(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.all()
+            .into_iter()
+            .filter(|(field, _)| *field != "topics.runs")
     }
 }
 
@@ -203,6 +226,8 @@ pub struct Formats {
     pub runs: Format,
     /// Events.
     pub events: Format,
+    /// `OfferState` records (post-commit offer events).
+    pub offer_state: Format,
 }
 
 /// A `[[pool]]` section.
@@ -262,6 +287,69 @@ pub struct TaskFile {
     /// Topic the run commands go to (default: the runtime's run topic).
     #[serde(default)]
     pub topic: Option<String>,
+}
+
+/// A `[[stage]]` section: an offer stage (DESIGN §6).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageFile {
+    /// Unique stage name: ASCII letters, digits and `_ . : -`.
+    pub name: String,
+    /// Top-level body fields whose change can wake the stage; empty (default): every field.
+    #[serde(default)]
+    pub watch: Vec<String>,
+    /// shouldProcess: a CEL predicate over `offer`, `meta`, `state` and `now` (default "true").
+    #[serde(default)]
+    pub when: Option<Spanned<String>>,
+    /// Optional CEL wake-up time: a timestamp, or null for no timer.
+    #[serde(default)]
+    pub timer: Option<Spanned<String>>,
+    /// Topic the run commands go to (default `stage.NAME.runs`).
+    #[serde(default)]
+    pub topic: Option<String>,
+    /// Most runs in flight across all partitions (default 16).
+    #[serde(default)]
+    pub max_parallelism: Option<u32>,
+    /// Most dispatches across all partitions, e.g. "50/s" or "300/min"; unlimited when absent.
+    #[serde(default)]
+    pub rate_limit: Option<Spanned<String>>,
+    /// No result by then: the pass times out (default 1m).
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    /// On timeout, re-dispatch (true, default) or count the run as failed.
+    #[serde(default)]
+    pub restart_after_timeout: Option<bool>,
+    /// Which result wins when several attempts answer: "last" (only the
+    /// current pass, default) or "first" (any attempt of the current run).
+    #[serde(default)]
+    pub accept: Option<Accept>,
+    /// Retry policy after a failure.
+    #[serde(default)]
+    pub retry: Option<RetryFile>,
+}
+
+/// The `[offers]` section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OffersFile {
+    /// The ping-pong guard (`[offers.ping_pong]`).
+    #[serde(default)]
+    pub ping_pong: Option<PingPongFile>,
+}
+
+/// `[offers.ping_pong]`: too many stage runs of one offer in a window park it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PingPongFile {
+    /// Most stage runs of one offer in a window (default 20).
+    #[serde(default)]
+    pub runs: Option<u32>,
+    /// The window (default 1m).
+    #[serde(default)]
+    pub window: Option<Duration>,
+    /// How long the offer's stage runs are parked when the limit is passed (default 1h).
+    #[serde(default)]
+    pub park: Option<Duration>,
 }
 
 /// `retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }`.
@@ -374,6 +462,19 @@ pub struct Config {
     pub kafka: KafkaSettings,
 }
 
+impl Config {
+    /// Every stage's run topic, each once, in the order of the stages.
+    pub fn stage_topics(&self) -> Vec<&str> {
+        let mut topics: Vec<&str> = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            if !topics.contains(&stage.topic.as_str()) {
+                topics.push(&stage.topic);
+            }
+        }
+        topics
+    }
+}
+
 /// A validated offer stage (`[[stage]]`).
 #[derive(Debug, Clone)]
 pub struct Stage {
@@ -457,6 +558,67 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const DEFAULT_HOLD_MAX: Duration = Duration::from_secs(600);
 /// Name of the pool a task without `pool` joins.
 pub const DEFAULT_POOL: &str = "default";
+/// A stage's `when` when absent: every watched change enqueues the offer.
+const DEFAULT_WHEN: &str = "true";
+
+/// Whether `id` is a usable task id or stage name: non-empty ASCII letters,
+/// digits and `_ . : -`. Run ids are `TASK#SEQ` and `STAGE/OFFER#SEQ`, so
+/// neither `/` nor `#` may appear in one.
+fn is_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Whether Kafka accepts `name` as a topic name.
+fn is_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// 1-based column of the first use of variable `name` in CEL `text`: an
+/// identifier outside string literals that does not follow a `.`.
+fn variable_column(text: &str, name: &str) -> Option<usize> {
+    let chars: Vec<char> = text.chars().collect();
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut i = 0;
+    let mut prev_significant = None;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            // Skip the literal (escapes included; raw and triple-quoted
+            // strings only ever make this skip too little, never too much).
+            i += 1;
+            while i < chars.len() && chars[i] != c {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            prev_significant = Some(c);
+        } else if is_ident(c) {
+            let start = i;
+            while i < chars.len() && is_ident(chars[i]) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            if word == name && prev_significant != Some('.') {
+                return Some(start + 1);
+            }
+            prev_significant = Some('a');
+        } else {
+            if !c.is_whitespace() {
+                prev_significant = Some(c);
+            }
+            i += 1;
+        }
+    }
+    None
+}
 
 /// Reads and validates a configuration file.
 pub fn load(path: &Path) -> Result<Loaded, Error> {
@@ -506,6 +668,31 @@ impl Validator<'_> {
             field: field.to_string(),
             message: message.into(),
         }
+    }
+
+    /// Offset of the line that sets `key` in the section whose header is at
+    /// `section` (looking no further than the next header), or `section`
+    /// itself when the key is not found there (e.g. inside an inline table).
+    fn key_at(&self, section: usize, key: &str) -> usize {
+        let text = self.text;
+        let Some(end_of_header) = text[section.min(text.len())..].find('\n') else {
+            return section;
+        };
+        let mut offset = section + end_of_header + 1;
+        for line in text[offset..].split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with('[') {
+                break;
+            }
+            if let Some(rest) = trimmed.strip_prefix(key) {
+                let rest = rest.trim_start();
+                if rest.starts_with('=') || rest.starts_with('.') {
+                    return offset + (line.len() - trimmed.len());
+                }
+            }
+            offset += line.len();
+        }
+        section
     }
 
     fn zone(&self, name: &Spanned<String>, subject: &str) -> Result<TimeZone, Error> {
@@ -570,6 +757,14 @@ impl Validator<'_> {
             if t.id.is_empty() {
                 return Err(self.invalid(at, "task", "id", "must not be empty"));
             }
+            if !is_id(&t.id) {
+                return Err(self.invalid(
+                    at,
+                    &subject,
+                    "id",
+                    "task ids use letters, digits and `_ . : -`",
+                ));
+            }
             if !ids.insert(t.id.as_str()) {
                 return Err(self.invalid(at, &subject, "id", "declared twice"));
             }
@@ -622,7 +817,7 @@ impl Validator<'_> {
                 Some(name) => self.zone(name, &subject)?,
                 None => time_zone.clone(),
             };
-            let retry = self.retry(t, at, &subject)?;
+            let retry = self.retry(t.retry.as_ref(), at, &subject)?;
             let timeout = t.timeout.unwrap_or(DEFAULT_TIMEOUT);
             if timeout.is_zero() {
                 return Err(self.invalid(at, &subject, "timeout", "must be positive"));
@@ -653,18 +848,217 @@ impl Validator<'_> {
                 topic: t.topic.clone(),
             });
         }
+        let kafka = self.kafka(file.kafka)?;
+        let mut stages: Vec<Stage> = Vec::with_capacity(file.stage.len());
+        for spanned in &file.stage {
+            let stage = self.stage(spanned, &stages, &kafka.topics)?;
+            stages.push(stage);
+        }
+        let offers = match &file.offers {
+            Some(offers) => self.offers(offers)?,
+            None => OffersSettings::default(),
+        };
         Ok(Loaded {
             config: Config {
                 time_zone,
                 strict: file.strict,
                 pools,
                 tasks,
-                stages: Vec::new(),
-                offers: OffersSettings::default(),
-                kafka: self.kafka(file.kafka)?,
+                stages,
+                offers,
+                kafka,
             },
             warnings,
         })
+    }
+
+    /// Validates one `[[stage]]` given the stages `before` it; `topics` are
+    /// Reactor's own, which the stage's run topic must not be.
+    fn stage(
+        &self,
+        spanned: &Spanned<StageFile>,
+        before: &[Stage],
+        topics: &Topics,
+    ) -> Result<Stage, Error> {
+        let section = spanned.span().start;
+        let at = |key: &str| self.key_at(section, key);
+        let s = spanned.get_ref();
+        if s.name.is_empty() {
+            return Err(self.invalid(at("name"), "stage", "name", "must not be empty"));
+        }
+        let subject = format!("stage `{}`", s.name);
+        if !is_id(&s.name) {
+            return Err(self.invalid(
+                at("name"),
+                &subject,
+                "name",
+                "stage names use letters, digits and `_ . : -` \
+                 (run ids are `STAGE/OFFER#SEQ`)",
+            ));
+        }
+        if before.iter().any(|b| b.name == s.name) {
+            return Err(self.invalid(at("name"), &subject, "name", "declared twice"));
+        }
+        let mut watch: Vec<String> = Vec::with_capacity(s.watch.len());
+        for field in &s.watch {
+            if field.is_empty() {
+                return Err(self.invalid(
+                    at("watch"),
+                    &subject,
+                    "watch",
+                    "field names must not be empty",
+                ));
+            }
+            if watch.contains(field) {
+                return Err(self.invalid(
+                    at("watch"),
+                    &subject,
+                    "watch",
+                    format!("`{field}` is listed twice"),
+                ));
+            }
+            watch.push(field.clone());
+        }
+        let when = match &s.when {
+            Some(text) => self.expr(text, &subject, "when")?,
+            None => Expr::compile(DEFAULT_WHEN).map_err(|e| {
+                self.invalid(section, &subject, "when", format!("`{DEFAULT_WHEN}`: {e}"))
+            })?,
+        };
+        let timer = match &s.timer {
+            Some(text) => Some(self.expr(text, &subject, "timer")?),
+            None => None,
+        };
+        let topic = match &s.topic {
+            Some(topic) => {
+                if !is_topic_name(topic) {
+                    return Err(self.invalid(
+                        at("topic"),
+                        &subject,
+                        "topic",
+                        format!(
+                            "`{topic}` is not a Kafka topic name: use 1 to 249 ASCII \
+                             letters, digits and `_ . -`"
+                        ),
+                    ));
+                }
+                topic.clone()
+            }
+            None => {
+                let topic = format!("stage.{}.runs", s.name);
+                if !is_topic_name(&topic) {
+                    // The name makes the default topic: point at it.
+                    return Err(self.invalid(
+                        at("name"),
+                        &subject,
+                        "topic",
+                        format!(
+                            "the default run topic `{topic}` is not a Kafka topic name \
+                             (no `:`, at most 249 characters); set `topic`"
+                        ),
+                    ));
+                }
+                topic
+            }
+        };
+        if let Some((field, _)) = topics.own().find(|(_, name)| *name == topic) {
+            return Err(self.invalid(
+                at("topic"),
+                &subject,
+                "topic",
+                format!(
+                    "`{topic}` is Reactor's own topic (kafka.{field}); \
+                     give the stage a run topic of its own"
+                ),
+            ));
+        }
+        let max_parallelism = s.max_parallelism.unwrap_or(DEFAULT_MAX_PARALLELISM);
+        if max_parallelism == 0 {
+            return Err(self.invalid(
+                at("max_parallelism"),
+                &subject,
+                "max_parallelism",
+                "must be at least 1",
+            ));
+        }
+        let rate_limit = match &s.rate_limit {
+            Some(text) => Some(text.get_ref().parse::<RateLimit>().map_err(|e| {
+                self.invalid(text.span().start, &subject, "rate_limit", e.to_string())
+            })?),
+            None => None,
+        };
+        let timeout = s.timeout.unwrap_or(DEFAULT_STAGE_TIMEOUT);
+        if timeout.is_zero() {
+            return Err(self.invalid(at("timeout"), &subject, "timeout", "must be positive"));
+        }
+        Ok(Stage {
+            name: s.name.clone(),
+            watch,
+            when,
+            timer,
+            topic,
+            max_parallelism,
+            rate_limit,
+            timeout,
+            restart_after_timeout: s.restart_after_timeout.unwrap_or(true),
+            accept: s.accept.unwrap_or_default(),
+            retry: self.retry(s.retry.as_ref(), at("retry"), &subject)?,
+        })
+    }
+
+    /// Compiles a stage's CEL expression; the error quotes it and gives the column.
+    fn expr(&self, text: &Spanned<String>, subject: &str, field: &str) -> Result<Expr, Error> {
+        let source = text.get_ref();
+        Expr::compile(source).map_err(|e| {
+            let detail = match &e {
+                expr::Error::UnknownVariable { name } => match variable_column(source, name) {
+                    Some(column) => format!("column {column}: {e}"),
+                    None => e.to_string(),
+                },
+                _ => e.to_string(),
+            };
+            self.invalid(
+                text.span().start,
+                subject,
+                field,
+                format!("`{source}`: {detail}"),
+            )
+        })
+    }
+
+    /// Validates `[offers]`.
+    fn offers(&self, offers: &Spanned<OffersFile>) -> Result<OffersSettings, Error> {
+        let mut settings = OffersSettings::default();
+        let Some(p) = &offers.get_ref().ping_pong else {
+            return Ok(settings);
+        };
+        // `[offers.ping_pong]` or `ping_pong = {…}` under `[offers]`.
+        let start = offers.span().start;
+        let section = self.text[start.min(self.text.len())..]
+            .find("ping_pong")
+            .map_or(start, |i| start + i);
+        let subject = "section [offers.ping_pong]";
+        let at = |key: &str| self.key_at(section, key);
+        let pong = &mut settings.ping_pong;
+        if let Some(runs) = p.runs {
+            if runs == 0 {
+                return Err(self.invalid(at("runs"), subject, "runs", "must be at least 1"));
+            }
+            pong.runs = runs;
+        }
+        if let Some(window) = p.window {
+            if window.is_zero() {
+                return Err(self.invalid(at("window"), subject, "window", "must be positive"));
+            }
+            pong.window = window;
+        }
+        if let Some(park) = p.park {
+            if park.is_zero() {
+                return Err(self.invalid(at("park"), subject, "park", "must be positive"));
+            }
+            pong.park = park;
+        }
+        Ok(settings)
     }
 
     fn kafka(&self, k: KafkaSettings) -> Result<KafkaSettings, Error> {
@@ -690,9 +1084,10 @@ impl Validator<'_> {
         Ok(k)
     }
 
-    fn retry(&self, t: &TaskFile, at: usize, subject: &str) -> Result<RetryPolicy, Error> {
+    /// The retry policy of a task or stage (`retry`), defaults filled in.
+    fn retry(&self, r: Option<&RetryFile>, at: usize, subject: &str) -> Result<RetryPolicy, Error> {
         let mut policy = RetryPolicy::default();
-        if let Some(r) = &t.retry {
+        if let Some(r) = r {
             if let Some(attempts) = r.attempts {
                 if attempts == 0 {
                     return Err(self.invalid(at, subject, "retry.attempts", "must be at least 1"));
@@ -799,5 +1194,359 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         assert!(loaded.warnings[0].location.contains("task `a`"));
         let e = error(&format!("strict = true\n{text}"));
         assert!(e.contains("strict mode"), "{e}");
+    }
+
+    const STAGES: &str = r#"
+[[stage]]
+name = "expire"
+watch = ["published_at", "status"]   # only changes to these fields wake the stage
+when = "false"                        # CEL shouldProcess over offer, meta, state, now
+timer = "timestamp(offer.published_at) + duration('4320h')"  # optional CEL wake-up time
+max_parallelism = 10
+timeout = "1m"
+
+[[stage]]
+name = "price"
+watch = ["price", "category"]
+when = "offer.status == 'active' && state == null"
+topic = "pricing.runs"
+rate_limit = "50/s"
+restart_after_timeout = false
+accept = "first"
+retry = { attempts = 5, backoff = "10s", tiers = ["1h"] }
+"#;
+
+    fn stage_error(stage: &str) -> String {
+        error(&format!("[[stage]]\nname = \"s\"\n{stage}"))
+    }
+
+    #[test]
+    fn design_stage_sample_loads() {
+        let config = parse(STAGES, "stages.toml").unwrap().config;
+        let [expire, price] = &config.stages[..] else {
+            panic!("{:?}", config.stages);
+        };
+        assert_eq!(expire.name, "expire");
+        assert_eq!(expire.watch, ["published_at", "status"]);
+        assert_eq!(expire.when.text(), "false");
+        assert_eq!(
+            expire.timer.as_ref().map(Expr::text),
+            Some("timestamp(offer.published_at) + duration('4320h')")
+        );
+        assert_eq!(expire.topic, "stage.expire.runs");
+        assert_eq!(expire.max_parallelism, 10);
+        assert_eq!(expire.rate_limit, None);
+        assert_eq!(expire.timeout, Duration::from_secs(60));
+        assert!(expire.restart_after_timeout);
+        assert_eq!(expire.accept, Accept::Last);
+        assert_eq!(expire.retry, RetryPolicy::default());
+
+        assert_eq!(price.topic, "pricing.runs");
+        assert_eq!(price.max_parallelism, DEFAULT_MAX_PARALLELISM);
+        assert_eq!(price.rate_limit, Some("50/s".parse().unwrap()));
+        assert!(!price.restart_after_timeout);
+        assert_eq!(price.accept, Accept::First);
+        assert_eq!(
+            price.retry,
+            RetryPolicy {
+                attempts: 5,
+                backoff: Duration::from_secs(10),
+                tiers: vec![Duration::from_secs(3600)],
+            }
+        );
+        assert_eq!(config.stage_topics(), ["stage.expire.runs", "pricing.runs"]);
+        assert_eq!(config.offers, OffersSettings::default());
+    }
+
+    #[test]
+    fn stage_defaults() {
+        let config = parse("[[stage]]\nname = \"enrich\"\n", "t.toml")
+            .unwrap()
+            .config;
+        let stage = &config.stages[0];
+        assert!(stage.watch.is_empty(), "empty watch: every field");
+        assert_eq!(stage.when.text(), "true");
+        assert!(stage.timer.is_none());
+        assert_eq!(stage.topic, "stage.enrich.runs");
+        assert_eq!(stage.max_parallelism, DEFAULT_MAX_PARALLELISM);
+        assert_eq!(stage.rate_limit, None);
+        assert_eq!(stage.timeout, DEFAULT_STAGE_TIMEOUT);
+        assert!(stage.restart_after_timeout);
+        assert_eq!(stage.accept, Accept::Last);
+        assert_eq!(stage.retry, RetryPolicy::default());
+        assert!(parse("", "t.toml").unwrap().config.stages.is_empty());
+    }
+
+    #[test]
+    fn stage_topics_are_deduplicated_in_order() {
+        let config = parse(
+            "[[stage]]\nname = \"a\"\ntopic = \"x\"\n[[stage]]\nname = \"b\"\n\
+             [[stage]]\nname = \"c\"\ntopic = \"x\"\n",
+            "t.toml",
+        )
+        .unwrap()
+        .config;
+        assert_eq!(config.stage_topics(), ["x", "stage.b.runs"]);
+    }
+
+    #[test]
+    fn bad_when_names_stage_field_line_and_column() {
+        let e = stage_error("watch = [\"price\"]\nwhen = \"offer.price >\"\n");
+        assert!(
+            e.starts_with("t.toml:4: stage `s`, field `when`: `offer.price >`: column "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_timer_names_stage_field_line_and_column() {
+        let e = error(
+            "[[stage]]\nname = \"expire\"\n\n\
+             timer = \"timestamp(offer.published_at) +\"\n",
+        );
+        assert!(
+            e.starts_with(
+                "t.toml:4: stage `expire`, field `timer`: \
+                 `timestamp(offer.published_at) +`: column 32: "
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_variable_names_the_column() {
+        let e = stage_error("when = \"offer.x == 'price' && prise.y > 1\"\n");
+        assert!(
+            e.starts_with(
+                "t.toml:3: stage `s`, field `when`: `offer.x == 'price' && prise.y > 1`: \
+                 column 23: unknown variable `prise`"
+            ),
+            "{e}"
+        );
+        assert_eq!(variable_column("'x' + x", "x"), Some(7));
+        assert_eq!(variable_column("offer.x + x", "x"), Some(11));
+        assert_eq!(variable_column("\"a\\\"x\" + x", "x"), Some(10));
+        assert_eq!(variable_column("offer.x", "x"), None);
+    }
+
+    #[test]
+    fn stage_names() {
+        let e = error("[[stage]]\nname = \"\"\n");
+        assert!(
+            e.starts_with("t.toml:2: stage, field `name`: must not be empty"),
+            "{e}"
+        );
+        for bad in ["price/v2", "price#2", "price v2", "цена"] {
+            let e = error(&format!("\n[[stage]]\nname = \"{bad}\"\n"));
+            assert!(
+                e.starts_with(&format!("t.toml:3: stage `{bad}`, field `name`: ")),
+                "{e}"
+            );
+            assert!(e.contains("letters, digits and `_ . : -`"), "{e}");
+        }
+        let e = error("[[stage]]\nname = \"a\"\n\n[[stage]]\nwatch = [\"x\"]\nname = \"a\"\n");
+        assert!(
+            e.starts_with("t.toml:6: stage `a`, field `name`: declared twice"),
+            "{e}"
+        );
+        let ok = parse(
+            "[[stage]]\nname = \"Price_v2.eu:fast-lane\"\ntopic = \"price\"\n",
+            "t.toml",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn stage_field_errors_name_their_line() {
+        let cases = [
+            ("watch = [\"a\", \"\"]\n", "watch", "must not be empty"),
+            (
+                "watch = [\"a\", \"b\", \"a\"]\n",
+                "watch",
+                "`a` is listed twice",
+            ),
+            (
+                "max_parallelism = 0\n",
+                "max_parallelism",
+                "must be at least 1",
+            ),
+            ("timeout = \"0s\"\n", "timeout", "must be positive"),
+            (
+                "rate_limit = \"50/fortnight\"\n",
+                "rate_limit",
+                "`50/fortnight`: unknown unit",
+            ),
+            (
+                "rate_limit = \"0/s\"\n",
+                "rate_limit",
+                "the count must be positive",
+            ),
+            (
+                "retry = { attempts = 0 }\n",
+                "retry.attempts",
+                "must be at least 1",
+            ),
+            (
+                "retry = { tiers = [\"1h\", \"0s\"] }\n",
+                "retry.tiers",
+                "every tier must be positive",
+            ),
+            ("topic = \"a/b\"\n", "topic", "is not a Kafka topic name"),
+            ("topic = \"\"\n", "topic", "is not a Kafka topic name"),
+        ];
+        for (line, field, message) in cases {
+            let e = stage_error(&format!("when = \"true\"\n{line}"));
+            assert!(
+                e.starts_with(&format!("t.toml:4: stage `s`, field `{field}`: ")),
+                "{line}: {e}"
+            );
+            assert!(e.contains(message), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn default_topic_must_be_a_kafka_name() {
+        let e = error("[[stage]]\nname = \"eu:price\"\n");
+        assert!(
+            e.starts_with("t.toml:2: stage `eu:price`, field `topic`: "),
+            "{e}"
+        );
+        assert!(e.contains("set `topic`"), "{e}");
+        let config = parse(
+            "[[stage]]\nname = \"eu:price\"\ntopic = \"eu.price\"\n",
+            "t.toml",
+        )
+        .unwrap()
+        .config;
+        assert_eq!(config.stages[0].topic, "eu.price");
+    }
+
+    #[test]
+    fn unknown_key_in_stage_is_rejected() {
+        let e = error("[[stage]]\nname = \"a\"\nwhenn = \"true\"\n");
+        assert!(e.contains("t.toml: line 3"), "{e}");
+        assert!(e.contains("whenn"), "{e}");
+        let e = error("[[stage]]\nname = \"a\"\nretry = { attempt = 2 }\n");
+        assert!(e.contains("attempt"), "{e}");
+        let e = error("[offers.ping_pong]\nrun = 2\n");
+        assert!(e.contains("t.toml: line 2") && e.contains("run"), "{e}");
+    }
+
+    #[test]
+    fn stage_topic_must_not_be_a_reactor_topic() {
+        for (topic, key) in [
+            ("reactor.results", "topics.results"),
+            ("reactor.commands", "topics.commands"),
+            ("reactor.changelog", "topics.changelog"),
+            ("ctl.changes", "topics.ctl"),
+            ("reactor.events", "topics.events"),
+            ("reactor.dead", "topics.dead"),
+            ("offer.changes", "topics.offers"),
+            ("offer.state", "topics.offer_state"),
+        ] {
+            let e = stage_error(&format!("topic = \"{topic}\"\n"));
+            assert!(e.starts_with("t.toml:3: stage `s`, field `topic`: "), "{e}");
+            assert!(
+                e.contains(&format!("`{topic}` is Reactor's own topic (kafka.{key})")),
+                "{e}"
+            );
+        }
+        // Renamed topics are what counts.
+        let text = "[[stage]]\nname = \"s\"\ntopic = \"offers.in\"\n";
+        assert!(parse(text, "t.toml").is_ok());
+        let e = error(&format!("{text}[kafka.topics]\noffers = \"offers.in\"\n"));
+        assert!(e.contains("(kafka.topics.offers)"), "{e}");
+        // The shared run topic may be used by stages as by tasks.
+        assert!(parse(
+            "[[stage]]\nname = \"s\"\ntopic = \"reactor.runs\"\n",
+            "t.toml"
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn ping_pong_defaults_and_overrides() {
+        let defaults = parse("[offers]\n", "t.toml").unwrap().config.offers;
+        assert_eq!(defaults.ping_pong, PingPong::default());
+        let text = "[offers.ping_pong]\nruns = 5\nwindow = \"10min\"\npark = \"2h\"\n";
+        let pong = parse(text, "t.toml").unwrap().config.offers.ping_pong;
+        assert_eq!(
+            pong,
+            PingPong {
+                runs: 5,
+                window: Duration::from_secs(600),
+                park: Duration::from_secs(7200),
+            }
+        );
+        let text = "[offers]\nping_pong = { runs = 3 }\n";
+        let pong = parse(text, "t.toml").unwrap().config.offers.ping_pong;
+        assert_eq!(pong.runs, 3);
+        assert_eq!(pong.window, PingPong::default().window);
+        assert_eq!(pong.park, PingPong::default().park);
+    }
+
+    #[test]
+    fn ping_pong_errors() {
+        let cases = [
+            ("park = \"1h\"", "runs = 0", "runs", "must be at least 1"),
+            ("runs = 2", "window = \"0s\"", "window", "must be positive"),
+            ("runs = 2", "park = \"0s\"", "park", "must be positive"),
+        ];
+        for (other, line, field, message) in cases {
+            let e = error(&format!(
+                "[[stage]]\nname = \"a\"\n\n[offers.ping_pong]\n{other}\n{line}\n"
+            ));
+            let want = format!("t.toml:6: section [offers.ping_pong], field `{field}`: {message}");
+            assert!(e.starts_with(&want), "{e}");
+        }
+        let e = error("\n[offers]\nping_pong = { runs = 0 }\n");
+        assert!(
+            e.starts_with("t.toml:3: section [offers.ping_pong], field `runs`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn task_ids_use_a_restricted_alphabet() {
+        for bad in ["a/b", "a#1", "a b"] {
+            let e = error(&format!(
+                "[[task]]\nid = \"{bad}\"\ntrigger = \"delta(a/b, 1h)\"\n"
+            ));
+            assert!(
+                e.starts_with(&format!("t.toml:1: task `{bad}`, field `id`: ")),
+                "{e}"
+            );
+            assert!(
+                e.contains("task ids use letters, digits and `_ . : -`"),
+                "{e}"
+            );
+        }
+        let text = "[[task]]\nid = \"dwh.orders:daily-v2_x\"\ntrigger = \"delta(a/b, 1h)\"\n";
+        assert!(parse(text, "t.toml").is_ok());
+    }
+
+    #[test]
+    fn topics_list_offers() {
+        let t = Topics::default();
+        let all = t.all();
+        assert!(all.contains(&("topics.offers", "offer.changes")));
+        assert!(all.contains(&("topics.offer_state", "offer.state")));
+        assert_eq!(
+            t.co_partitioned(),
+            [
+                "reactor.results",
+                "reactor.commands",
+                "reactor.changelog",
+                "offer.changes",
+            ]
+        );
+        assert_eq!(t.own().count(), all.len() - 1);
+        assert!(t.own().all(|(key, _)| key != "topics.runs"));
+        assert_eq!(Formats::default().offer_state, Format::Protobuf);
+        let text = "[kafka.topics]\noffer_state = \"\"\n";
+        assert!(error(text).contains("field `topics.offer_state`: must not be empty"));
+        let text = "[kafka.formats]\noffer_state = \"json\"\n";
+        let config = parse(text, "t.toml").unwrap().config;
+        assert_eq!(config.kafka.formats.offer_state, Format::Json);
     }
 }

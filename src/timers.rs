@@ -19,7 +19,7 @@ impl<K: Ord> Default for Timers<K> {
     }
 }
 
-impl<K: Ord + Copy> Timers<K> {
+impl<K: Ord + Clone> Timers<K> {
     /// Arms `key` at `at`.
     pub fn arm(&mut self, at: Timestamp, key: K) {
         self.set.insert((at, key));
@@ -36,7 +36,7 @@ impl<K: Ord + Copy> Timers<K> {
             return;
         }
         if let Some(old) = old {
-            self.cancel(old, key);
+            self.cancel(old, key.clone());
         }
         if let Some(new) = new {
             self.arm(new, key);

@@ -136,3 +136,37 @@ fn bad_input_line_is_an_error_naming_the_line() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("input line 1"));
 }
+
+#[test]
+fn stage_with_a_bad_when_exits_2_naming_stage_field_and_column() {
+    let path = temp_config(
+        "bad-when",
+        "[[stage]]\nname = \"price\"\nwatch = [\"price\"]\nwhen = \"offer.price >\"\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.toml:4: stage `price`, field `when`: `offer.price >`: column "),
+        "{err}"
+    );
+}
+
+#[test]
+fn stage_with_an_unknown_variable_exits_2_naming_the_column() {
+    let path = temp_config(
+        "unknown-variable",
+        "[[stage]]\nname = \"expire\"\nwhen = \"offer.status == 'active'\"\n\
+         timer = \"timestamp(ofer.published_at)\"\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "config.toml:4: stage `expire`, field `timer`: \
+             `timestamp(ofer.published_at)`: column 11: unknown variable `ofer`"
+        ),
+        "{err}"
+    );
+}

@@ -1,17 +1,24 @@
 //! Changelog records: key `store/key`, value an encoded record or nothing
 //! (tombstone). Reactor always writes protobuf; it reads either encoding so
 //! that an operator may repair a key by hand in JSON.
+//!
+//! Offer bodies and stage states are stored as JSON text inside the
+//! protobuf record, not as Structs, so that every number comes back exactly
+//! as it was (a Struct number is a double).
 
 use super::error::DecodeError;
 use super::time::{optional_ts, proto_map, required_ts, timestamp_to_proto, ts_map};
 use super::wire::{decode, encode, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
+use crate::offer::{normalize, normalize_body, Body};
 use crate::proto::v1;
+use crate::proto::v1::offer_record;
 use crate::run::Run;
+use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
 /// Every store, to resolve a key's prefix.
-const STORES: [Store; 1] = [Store::Task];
+const STORES: [Store; 3] = [Store::Task, Store::Offer, Store::Rescan];
 
 /// The changelog key of `key` in `store`: `task/orders_daily`.
 pub fn changelog_key(store: Store, key: &str) -> String {
@@ -23,7 +30,8 @@ pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) 
     let key = changelog_key(record.store, &record.key).into_bytes();
     let value = record.value.as_ref().map(|v| match v {
         Value::Task(task) => encode(&task_to_proto(task), Format::Protobuf),
-        Value::Offer(_) | Value::Rescan(_) => todo!("offer changelog encoding"),
+        Value::Offer(offer) => encode(&offer_to_proto(offer), Format::Protobuf),
+        Value::Rescan(rescan) => encode(&rescan_to_proto(rescan), Format::Protobuf),
     });
     (key, value)
 }
@@ -41,7 +49,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
     let store = STORES
         .into_iter()
         .find(|s| s.as_str() == prefix)
-        .ok_or_else(|| bad("unknown store; known: `task`"))?;
+        .ok_or_else(|| bad("unknown store; known: `task`, `offer`, `rescan`"))?;
     if id.is_empty() {
         return Err(bad("empty key after the store"));
     }
@@ -49,7 +57,8 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         None => None,
         Some(bytes) => Some(match store {
             Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
-            Store::Offer | Store::Rescan => todo!("offer changelog decoding"),
+            Store::Offer => Value::Offer(Box::new(offer_from_proto(decode(bytes)?)?)),
+            Store::Rescan => Value::Rescan(rescan_from_proto(decode(bytes)?)?),
         }),
     };
     Ok(ChangelogRecord {
@@ -97,13 +106,7 @@ fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
         failures: r.failures,
         run_seq: r.run_seq,
         pass_seq: r.pass_seq,
-        run: r.run.as_ref().map(|run| v1::RunRecord {
-            run_id: run.run_id.clone(),
-            attempt: run.attempt,
-            pass: run.pass,
-            dispatched_at: Some(timestamp_to_proto(run.dispatched_at)),
-            deadline: Some(timestamp_to_proto(run.deadline)),
-        }),
+        run: r.run.as_ref().map(run_to_proto),
         snapshot: proto_map(&r.snapshot),
         last_seen: proto_map(&r.last_seen),
         last_success: ts(&r.last_success),
@@ -118,18 +121,7 @@ fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
 }
 
 fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
-    let run = m
-        .run
-        .map(|run| {
-            Ok::<_, DecodeError>(Run {
-                run_id: run.run_id,
-                attempt: run.attempt,
-                pass: run.pass,
-                dispatched_at: required_ts("run.dispatched_at", run.dispatched_at.as_ref())?,
-                deadline: required_ts("run.deadline", run.deadline.as_ref())?,
-            })
-        })
-        .transpose()?;
+    let run = m.run.map(run_from_proto).transpose()?;
     let hold = m
         .hold
         .map(|h| {
@@ -155,6 +147,190 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         hold,
         pause_requested: m.pause_requested,
         last_error: m.last_error,
+    })
+}
+
+fn run_to_proto(run: &Run) -> v1::RunRecord {
+    v1::RunRecord {
+        run_id: run.run_id.clone(),
+        attempt: run.attempt,
+        pass: run.pass,
+        dispatched_at: Some(timestamp_to_proto(run.dispatched_at)),
+        deadline: Some(timestamp_to_proto(run.deadline)),
+    }
+}
+
+fn run_from_proto(run: v1::RunRecord) -> Result<Run, DecodeError> {
+    Ok(Run {
+        run_id: run.run_id,
+        attempt: run.attempt,
+        pass: run.pass,
+        dispatched_at: required_ts("run.dispatched_at", run.dispatched_at.as_ref())?,
+        deadline: required_ts("run.deadline", run.deadline.as_ref())?,
+    })
+}
+
+fn phase_to_proto(phase: Phase) -> v1::StagePhase {
+    match phase {
+        Phase::Idle => v1::StagePhase::Idle,
+        Phase::Queued => v1::StagePhase::Queued,
+        Phase::Running => v1::StagePhase::Running,
+        Phase::Backoff => v1::StagePhase::Backoff,
+        Phase::Parked => v1::StagePhase::Parked,
+        Phase::Dead => v1::StagePhase::Dead,
+    }
+}
+
+fn phase_from_proto(phase: i32) -> Result<Phase, DecodeError> {
+    let phase = v1::StagePhase::try_from(phase).map_err(|_| DecodeError::InvalidField {
+        field: "stages.phase",
+        reason: format!("unknown stage phase {phase}"),
+    })?;
+    Ok(match phase {
+        v1::StagePhase::Idle => Phase::Idle,
+        v1::StagePhase::Queued => Phase::Queued,
+        v1::StagePhase::Running => Phase::Running,
+        v1::StagePhase::Backoff => Phase::Backoff,
+        v1::StagePhase::Parked => Phase::Parked,
+        v1::StagePhase::Dead => Phase::Dead,
+    })
+}
+
+fn lane_to_proto(lane: Lane) -> v1::Lane {
+    match lane {
+        Lane::Live => v1::Lane::Live,
+        Lane::Rescan => v1::Lane::Rescan,
+    }
+}
+
+fn lane_from_proto(lane: i32) -> Result<Lane, DecodeError> {
+    let lane = v1::Lane::try_from(lane).map_err(|_| DecodeError::InvalidField {
+        field: "stages.lane",
+        reason: format!("unknown lane {lane}"),
+    })?;
+    Ok(match lane {
+        v1::Lane::Live => Lane::Live,
+        v1::Lane::Rescan => Lane::Rescan,
+    })
+}
+
+/// JSON text of a core value: cannot fail, keys are strings.
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("JSON values serialize")
+}
+
+fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
+    let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
+    let slot = |s: &SlotRecord| offer_record::SlotRecord {
+        phase: phase_to_proto(s.phase).into(),
+        state_json: s.state.as_ref().map(json_text).unwrap_or_default(),
+        timer: ts(&s.timer),
+        lane: lane_to_proto(s.lane).into(),
+        queued_at: ts(&s.queued_at),
+        run: s.run.as_ref().map(run_to_proto),
+        run_version: s.run_version,
+        run_seq: s.run_seq,
+        pass_seq: s.pass_seq,
+        failures: s.failures,
+        wake_at: ts(&s.wake_at),
+        last_error: s.last_error.clone(),
+    };
+    v1::OfferRecord {
+        version: r.version,
+        body_json: json_text(&r.body),
+        updated_at: Some(timestamp_to_proto(r.updated_at)),
+        stages: r
+            .stages
+            .iter()
+            .map(|(stage, s)| (stage.clone(), slot(s)))
+            .collect(),
+        guard: (!r.guard.is_default()).then(|| offer_record::Guard {
+            window_start: ts(&r.guard.window_start),
+            runs: r.guard.runs,
+            parked_until: ts(&r.guard.parked_until),
+        }),
+    }
+}
+
+fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
+    if m.body_json.is_empty() {
+        return Err(DecodeError::MissingField("body_json"));
+    }
+    let mut body: Body =
+        serde_json::from_slice(&m.body_json).map_err(|e| DecodeError::InvalidField {
+            field: "body_json",
+            reason: format!("not JSON text of an object: {e}"),
+        })?;
+    normalize_body(&mut body);
+    let slot = |s: offer_record::SlotRecord| {
+        let state = if s.state_json.is_empty() {
+            None
+        } else {
+            let mut state: serde_json::Value =
+                serde_json::from_slice(&s.state_json).map_err(|e| DecodeError::InvalidField {
+                    field: "stages.state_json",
+                    reason: format!("not JSON text: {e}"),
+                })?;
+            normalize(&mut state);
+            Some(state)
+        };
+        Ok::<_, DecodeError>(SlotRecord {
+            phase: phase_from_proto(s.phase)?,
+            state,
+            timer: optional_ts("stages.timer", s.timer.as_ref())?,
+            lane: lane_from_proto(s.lane)?,
+            queued_at: optional_ts("stages.queued_at", s.queued_at.as_ref())?,
+            run: s.run.map(run_from_proto).transpose()?,
+            run_version: s.run_version,
+            run_seq: s.run_seq,
+            pass_seq: s.pass_seq,
+            failures: s.failures,
+            wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
+            last_error: s.last_error,
+        })
+    };
+    let guard = match m.guard {
+        None => Guard::default(),
+        Some(g) => Guard {
+            window_start: optional_ts("guard.window_start", g.window_start.as_ref())?,
+            runs: g.runs,
+            parked_until: optional_ts("guard.parked_until", g.parked_until.as_ref())?,
+        },
+    };
+    Ok(OfferRecord {
+        version: m.version,
+        body,
+        updated_at: required_ts("updated_at", m.updated_at.as_ref())?,
+        stages: m
+            .stages
+            .into_iter()
+            .map(|(stage, s)| Ok((stage, slot(s)?)))
+            .collect::<Result<_, DecodeError>>()?,
+        guard,
+    })
+}
+
+fn rescan_to_proto(r: &RescanRecord) -> v1::RescanRecord {
+    v1::RescanRecord {
+        filter: r.filter.clone(),
+        cursor: r.cursor.clone(),
+        checked: r.checked,
+        queued: r.queued,
+        total: r.total,
+        errors: r.errors,
+        started_at: Some(timestamp_to_proto(r.started_at)),
+    }
+}
+
+fn rescan_from_proto(m: v1::RescanRecord) -> Result<RescanRecord, DecodeError> {
+    Ok(RescanRecord {
+        filter: m.filter,
+        cursor: m.cursor,
+        checked: m.checked,
+        queued: m.queued,
+        total: m.total,
+        errors: m.errors,
+        started_at: required_ts("started_at", m.started_at.as_ref())?,
     })
 }
 
@@ -257,8 +433,8 @@ mod tests {
             decode_changelog(key, value).unwrap_err().to_string()
         };
         assert_eq!(
-            reason(b"offer/o1", None),
-            "changelog key `offer/o1`: unknown store; known: `task`"
+            reason(b"job/j1", None),
+            "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`"
         );
         assert_eq!(
             reason(b"task", None),
@@ -292,6 +468,247 @@ mod tests {
             reason(b"task/t", Some(&run_without_deadline)),
             "missing field `run.dispatched_at`"
         );
+    }
+
+    fn offer_record() -> OfferRecord {
+        let body = serde_json::json!({
+            "status": "active",
+            "price": 100,
+            "ratio": 0.5,
+            "big": u64::MAX,
+            "small": i64::MIN,
+            "past_2_53": 9_007_199_254_740_993_u64,
+            "nested": {"tags": ["a", null, true]},
+        });
+        let running = SlotRecord {
+            phase: Phase::Running,
+            state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64})),
+            timer: Some(ts("2024-07-01T00:00:00Z")),
+            lane: Lane::Rescan,
+            queued_at: Some(ts("2024-06-01T00:00:00Z")),
+            run: Some(Run {
+                run_id: "price/o1#3".into(),
+                attempt: 2,
+                pass: 9,
+                dispatched_at: ts("2024-06-01T00:00:01Z"),
+                deadline: ts("2024-06-01T00:01:01Z"),
+            }),
+            run_version: 4,
+            run_seq: 3,
+            pass_seq: 9,
+            failures: 1,
+            wake_at: Some(ts("2024-06-01T00:02:00Z")),
+            last_error: Some("model down".into()),
+        };
+        OfferRecord {
+            version: 5,
+            body: body.as_object().unwrap().clone(),
+            updated_at: ts("2024-06-01T00:00:00.25Z"),
+            stages: [
+                ("price".to_string(), running),
+                (
+                    "expire".to_string(),
+                    SlotRecord {
+                        timer: Some(ts("2024-12-01T00:00:00Z")),
+                        state: Some(serde_json::Value::Null),
+                        ..SlotRecord::default()
+                    },
+                ),
+                (
+                    "dead".to_string(),
+                    SlotRecord {
+                        phase: Phase::Dead,
+                        state: Some(serde_json::json!("x")),
+                        failures: 6,
+                        ..SlotRecord::default()
+                    },
+                ),
+                ("idle".to_string(), SlotRecord::default()),
+            ]
+            .into(),
+            guard: Guard {
+                window_start: Some(ts("2024-06-01T00:00:00Z")),
+                runs: 21,
+                parked_until: Some(ts("2024-06-01T01:00:00Z")),
+            },
+        }
+    }
+
+    fn offer(key: &str, value: Option<OfferRecord>) -> ChangelogRecord {
+        ChangelogRecord {
+            store: Store::Offer,
+            key: key.into(),
+            value: value.map(|r| Value::Offer(Box::new(r))),
+        }
+    }
+
+    fn rescan(key: &str, value: Option<RescanRecord>) -> ChangelogRecord {
+        ChangelogRecord {
+            store: Store::Rescan,
+            key: key.into(),
+            value: value.map(Value::Rescan),
+        }
+    }
+
+    #[test]
+    fn offer_and_rescan_records_round_trip() {
+        let bare = OfferRecord {
+            version: 1,
+            body: Body::new(),
+            updated_at: ts("1969-07-20T20:17:40Z"),
+            stages: Default::default(),
+            guard: Guard::default(),
+        };
+        let started = RescanRecord {
+            filter: None,
+            cursor: None,
+            checked: 0,
+            queued: 0,
+            total: 0,
+            errors: 0,
+            started_at: ts("2024-06-01T00:00:00Z"),
+        };
+        let halfway = RescanRecord {
+            filter: Some("offer.price > 0".into()),
+            cursor: Some("o/17".into()),
+            checked: 17,
+            queued: 3,
+            total: 40,
+            errors: 1,
+            ..started.clone()
+        };
+        for r in [
+            offer("o1", Some(offer_record())),
+            offer("o/2", Some(bare)),
+            offer("o1", None),
+            rescan("price", Some(started)),
+            rescan("price", Some(halfway)),
+            rescan("price", None),
+        ] {
+            assert_eq!(round_trip(&r), r);
+        }
+    }
+
+    #[test]
+    fn offer_numbers_are_exact() {
+        let Some(Value::Offer(o)) = round_trip(&offer("o1", Some(offer_record()))).value else {
+            panic!()
+        };
+        assert_eq!(o.body["big"].as_u64(), Some(u64::MAX));
+        assert_eq!(o.body["small"].as_i64(), Some(i64::MIN));
+        assert_eq!(o.body["past_2_53"].as_u64(), Some(9_007_199_254_740_993));
+        assert_eq!(
+            o.stages["price"].state.as_ref().unwrap()["seen"].as_u64(),
+            Some(9_007_199_254_740_993)
+        );
+        // An integral float (a hand-repaired record) is read back normalised.
+        let mut record = offer_record();
+        record.body.insert("float".into(), serde_json::json!(2.0));
+        let Some(Value::Offer(o)) = round_trip(&offer("o1", Some(record))).value else {
+            panic!()
+        };
+        assert!(o.body["float"].is_i64());
+    }
+
+    #[test]
+    fn offer_keys_and_encoding() {
+        let (key, value) = encode_changelog(&offer("o/1", Some(offer_record())));
+        assert_eq!(key, b"offer/o/1");
+        let m: v1::OfferRecord = prost::Message::decode(value.unwrap().as_slice()).unwrap();
+        assert_eq!(m.stages["idle"], offer_record::SlotRecord::default());
+        assert_eq!(m.stages["expire"].state_json, b"null");
+        assert!(m.stages["expire"].timer.is_some());
+        assert!(m.stages["dead"].state_json == br#""x""#);
+        assert_eq!(m.stages["price"].run_version, 4);
+        let (key, _) = encode_changelog(&rescan("price", None));
+        assert_eq!(key, b"rescan/price");
+        // No guard at rest.
+        let mut record = offer_record();
+        record.guard = Guard::default();
+        let (_, value) = encode_changelog(&offer("o1", Some(record)));
+        let m: v1::OfferRecord = prost::Message::decode(value.unwrap().as_slice()).unwrap();
+        assert_eq!(m.guard, None);
+    }
+
+    #[test]
+    fn bad_offer_values() {
+        let reason = |key: &[u8], m: &dyn Fn() -> Vec<u8>| {
+            decode_changelog(key, Some(&m())).unwrap_err().to_string()
+        };
+        let valid = || v1::OfferRecord {
+            version: 1,
+            body_json: b"{}".to_vec(),
+            updated_at: Some(timestamp_to_proto(ts("2024-06-01T00:00:00Z"))),
+            ..Default::default()
+        };
+        let bytes = |m: v1::OfferRecord| prost::Message::encode_to_vec(&m);
+        assert_eq!(
+            reason(b"offer/o1", &|| bytes(v1::OfferRecord {
+                body_json: vec![],
+                ..valid()
+            })),
+            "missing field `body_json`"
+        );
+        assert!(reason(b"offer/o1", &|| bytes(v1::OfferRecord {
+            body_json: b"[1]".to_vec(),
+            ..valid()
+        }))
+        .starts_with("field `body_json`: not JSON text of an object"));
+        assert_eq!(
+            reason(b"offer/o1", &|| bytes(v1::OfferRecord {
+                updated_at: None,
+                ..valid()
+            })),
+            "missing field `updated_at`"
+        );
+        let slot = |s: offer_record::SlotRecord| v1::OfferRecord {
+            stages: [("price".to_string(), s)].into(),
+            ..valid()
+        };
+        assert_eq!(
+            reason(b"offer/o1", &|| bytes(slot(offer_record::SlotRecord {
+                phase: 9,
+                ..Default::default()
+            }))),
+            "field `stages.phase`: unknown stage phase 9"
+        );
+        assert_eq!(
+            reason(b"offer/o1", &|| bytes(slot(offer_record::SlotRecord {
+                lane: 2,
+                ..Default::default()
+            }))),
+            "field `stages.lane`: unknown lane 2"
+        );
+        assert!(
+            reason(b"offer/o1", &|| bytes(slot(offer_record::SlotRecord {
+                state_json: b"{".to_vec(),
+                ..Default::default()
+            })))
+            .starts_with("field `stages.state_json`: not JSON text")
+        );
+        assert_eq!(
+            reason(b"offer/o1", &|| bytes(slot(offer_record::SlotRecord {
+                run: Some(v1::RunRecord::default()),
+                ..Default::default()
+            }))),
+            "missing field `run.dispatched_at`"
+        );
+        assert_eq!(
+            reason(b"rescan/price", &|| br#"{"checked":1}"#.to_vec()),
+            "missing field `started_at`"
+        );
+        // JSON repairs work, with the body in base64 as proto3 JSON wants.
+        let r = decode_changelog(
+            b"offer/o1",
+            Some(
+                br#"{"version":"2","bodyJson":"eyJhIjoxfQ==","updatedAt":"2024-06-01T00:00:00Z"}"#,
+            ),
+        )
+        .unwrap();
+        let Some(Value::Offer(o)) = r.value else {
+            panic!()
+        };
+        assert_eq!(o.body, *serde_json::json!({"a": 1}).as_object().unwrap());
     }
 
     fn any_ts() -> impl Strategy<Value = Timestamp> {

@@ -1,13 +1,20 @@
 //! `Command`: an operator command, from `reactor.commands`.
 
 use super::error::{non_empty, param_name, required, DecodeError};
+use super::structs::{encode_nested_with_json, json_from_value, JsonField};
 use super::time::{required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
 use crate::engine::Command;
 use crate::proto::v1;
-use crate::proto::v1::command::{ClearLast, Op, Pause, Resume, SetLast};
+use crate::proto::v1::command::{
+    ClearLast, Op, Pause, Rescan, Resume, SetLast, SetStageState, UnparkOffer,
+};
 
-/// Decodes a `Command` (protobuf or JSON).
+/// `Command.op` number of `set_stage_state`.
+const SET_STAGE_STATE: u32 = 5;
+
+/// Decodes a `Command` (protobuf or JSON). In `set_stage_state`, an absent
+/// or `null` state clears the stage's state; numbers are normalised.
 pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
     let m: v1::Command = decode(bytes)?;
     Ok(match required("op", m.op)? {
@@ -28,15 +35,74 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
             // absent param clears them all.
             param: param.map(|p| param_name("param", &p)).transpose()?,
         },
+        Op::SetStageState(SetStageState {
+            offer_id,
+            stage,
+            state,
+            version,
+        }) => Command::SetStageState {
+            offer: non_empty("offer_id", offer_id)?,
+            stage: non_empty("stage", stage)?,
+            state: state
+                .map(|s| json_from_value("state", s))
+                .transpose()?
+                .unwrap_or_default(),
+            version,
+        },
+        Op::Rescan(Rescan { stage, when }) => Command::Rescan {
+            stage: non_empty("stage", stage)?,
+            // As for `clear_last`: only an absent filter means none.
+            when: match when {
+                Some(w) if w.trim().is_empty() => {
+                    return Err(DecodeError::InvalidField {
+                        field: "when",
+                        reason: "empty; leave it out to rescan without a filter".to_string(),
+                    })
+                }
+                when => when,
+            },
+        },
+        Op::UnparkOffer(UnparkOffer { offer_id }) => Command::UnparkOffer {
+            offer: non_empty("offer_id", offer_id)?,
+        },
     })
 }
 
 /// Encodes a `Command`, for the CLI and tests.
 pub fn encode_command(command: &Command, format: Format) -> Vec<u8> {
     let op = match command {
-        Command::SetStageState { .. } | Command::Rescan { .. } | Command::UnparkOffer { .. } => {
-            todo!("stage command encoding")
+        Command::SetStageState {
+            offer,
+            stage,
+            state,
+            version,
+        } => {
+            // The state is written canonically; a null one is left out.
+            let m = SetStageState {
+                offer_id: offer.clone(),
+                stage: stage.clone(),
+                state: None,
+                version: *version,
+            };
+            let fields = match state {
+                serde_json::Value::Null => vec![],
+                state => vec![(3, "state", JsonField::Value(state))],
+            };
+            return encode_nested_with_json(
+                SET_STAGE_STATE,
+                "set_stage_state",
+                &m,
+                &fields,
+                format,
+            );
         }
+        Command::Rescan { stage, when } => Op::Rescan(Rescan {
+            stage: stage.clone(),
+            when: when.clone(),
+        }),
+        Command::UnparkOffer { offer } => Op::UnparkOffer(UnparkOffer {
+            offer_id: offer.clone(),
+        }),
         Command::Pause { task } => Op::Pause(Pause { task: task.clone() }),
         Command::Resume { task } => Op::Resume(Resume { task: task.clone() }),
         Command::SetLast { task, param, value } => Op::SetLast(SetLast {
@@ -74,6 +140,33 @@ mod tests {
                 task: "t".into(),
                 param: None,
             },
+            Command::SetStageState {
+                offer: "o1".into(),
+                stage: "price".into(),
+                state: serde_json::json!({"model": 3, "weights": [0.5, 2], "at": null}),
+                version: 4,
+            },
+            Command::SetStageState {
+                offer: "o1".into(),
+                stage: "price".into(),
+                state: serde_json::Value::Null,
+                version: u64::MAX,
+            },
+            Command::SetStageState {
+                offer: "o1".into(),
+                stage: "price".into(),
+                state: serde_json::json!("x"),
+                version: 0,
+            },
+            Command::Rescan {
+                stage: "price".into(),
+                when: Some("offer.price > 0".into()),
+            },
+            Command::Rescan {
+                stage: "price".into(),
+                when: None,
+            },
+            Command::UnparkOffer { offer: "o1".into() },
         ]
     }
 
@@ -102,6 +195,98 @@ mod tests {
             json(&all[4]),
             serde_json::json!({"clear_last": {"task": "t"}})
         );
+        assert_eq!(
+            json(&all[5]),
+            serde_json::json!({"set_stage_state": {"offer_id": "o1", "stage": "price", "state": {"model": 3, "weights": [0.5, 2], "at": null}, "version": "4"}})
+        );
+        assert_eq!(
+            json(&all[6]),
+            serde_json::json!({"set_stage_state": {"offer_id": "o1", "stage": "price", "version": "18446744073709551615"}})
+        );
+        assert_eq!(
+            json(&all[8]),
+            serde_json::json!({"rescan": {"stage": "price", "when": "offer.price > 0"}})
+        );
+        assert_eq!(
+            json(&all[10]),
+            serde_json::json!({"unpark_offer": {"offer_id": "o1"}})
+        );
+    }
+
+    #[test]
+    fn stage_commands_hand_written() {
+        let c = decode_command(
+            br#"{"set_stage_state":{"offer_id":"o1","stage":"price","state":{"model":3.0},"version":"4"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Command::SetStageState {
+                offer: "o1".into(),
+                stage: "price".into(),
+                state: serde_json::json!({"model": 3}),
+                version: 4,
+            }
+        );
+        let Command::SetStageState { state, .. } = c else {
+            unreachable!()
+        };
+        assert!(state["model"].is_i64());
+        // Absent and null both clear.
+        for json in [
+            r#"{"setStageState":{"offerId":"o1","stage":"price","version":4}}"#,
+            r#"{"set_stage_state":{"offer_id":"o1","stage":"price","state":null,"version":4}}"#,
+        ] {
+            assert_eq!(
+                decode_command(json.as_bytes()).unwrap(),
+                Command::SetStageState {
+                    offer: "o1".into(),
+                    stage: "price".into(),
+                    state: serde_json::Value::Null,
+                    version: 4,
+                },
+                "{json}"
+            );
+        }
+        assert_eq!(
+            decode_command(br#"{"rescan":{"stage":"price"}}"#).unwrap(),
+            Command::Rescan {
+                stage: "price".into(),
+                when: None,
+            }
+        );
+        let reason = |json: &str| decode_command(json.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            reason(r#"{"set_stage_state":{"stage":"price"}}"#),
+            "missing field `offer_id`"
+        );
+        assert_eq!(
+            reason(r#"{"set_stage_state":{"offer_id":"o1"}}"#),
+            "missing field `stage`"
+        );
+        assert_eq!(reason(r#"{"rescan":{}}"#), "missing field `stage`");
+        assert_eq!(
+            reason(r#"{"rescan":{"stage":"p","when":""}}"#),
+            "field `when`: empty; leave it out to rescan without a filter"
+        );
+        assert_eq!(reason(r#"{"unpark_offer":{}}"#), "missing field `offer_id`");
+    }
+
+    #[test]
+    fn set_stage_state_protobuf_is_standard_and_deterministic() {
+        use prost::Message;
+        let c = &commands()[5];
+        let bytes = encode_command(c, Format::Protobuf);
+        assert_eq!(bytes, encode_command(c, Format::Protobuf));
+        let m = v1::Command::decode(bytes.as_slice()).unwrap();
+        let Some(Op::SetStageState(s)) = m.op else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            (s.offer_id.as_str(), s.stage.as_str(), s.version),
+            ("o1", "price", 4)
+        );
+        assert!(s.state.is_some());
     }
 
     #[test]

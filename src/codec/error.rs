@@ -35,6 +35,12 @@ pub enum DecodeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Fields of which exactly one must be set have none or several set.
+    #[error("exactly one of {0} must be set")]
+    ExactlyOne(&'static str),
+    /// Fields that exclude each other are set together.
+    #[error("at most one of {0} may be set")]
+    AtMostOne(&'static str),
     /// A changelog key is not `store/key` with a known store.
     #[error("changelog key `{key}`: {reason}")]
     ChangelogKey {
@@ -80,6 +86,10 @@ mod tests {
 
     #[test]
     fn reasons_name_the_problem() {
+        assert_eq!(
+            DecodeError::AtMostOne("`timer` and `clear_timer`").to_string(),
+            "at most one of `timer` and `clear_timer` may be set"
+        );
         assert_eq!(
             DecodeError::MissingField("value").to_string(),
             "missing field `value`"

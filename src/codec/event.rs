@@ -11,18 +11,43 @@ use crate::duration;
 use crate::proto::v1;
 use crate::run::Rejection;
 
+/// The event names on the wire: the names `Event` serializes to. The run
+/// lifecycle names (and `command_rejected`) serve task and stage events
+/// alike; a stage event is told apart by its `stage` (or `offer_id`).
+mod kind {
+    pub(super) const CTL_MOVED_BACK: &str = "ctl_moved_back";
+    pub(super) const RESULT_REJECTED: &str = "result_rejected";
+    pub(super) const RUN_TIMED_OUT: &str = "run_timed_out";
+    pub(super) const RUN_FAILED: &str = "run_failed";
+    pub(super) const PARKED: &str = "parked";
+    pub(super) const DEAD: &str = "dead";
+    pub(super) const SLA_MISSED: &str = "sla_missed";
+    pub(super) const COMMAND_REJECTED: &str = "command_rejected";
+    pub(super) const STALE_VERSION: &str = "stale_version";
+    pub(super) const PREDICATE_ERROR: &str = "predicate_error";
+    pub(super) const PING_PONG: &str = "ping_pong";
+    pub(super) const STAGE_STATE: &str = "stage_state";
+    pub(super) const RESCAN_PROGRESS: &str = "rescan_progress";
+}
+
 /// The event's name on the wire, as `Event` serializes it (`run_timed_out`).
 pub fn event_kind(event: &Event) -> &'static str {
     match event {
-        Event::CtlMovedBack { .. } => "ctl_moved_back",
-        Event::ResultRejected { .. } => "result_rejected",
-        Event::RunTimedOut { .. } => "run_timed_out",
-        Event::RunFailed { .. } => "run_failed",
-        Event::Parked { .. } => "parked",
-        Event::Dead { .. } => "dead",
-        Event::SlaMissed { .. } => "sla_missed",
-        Event::CommandRejected { .. } => "command_rejected",
-        _ => todo!("stage event names"),
+        Event::CtlMovedBack { .. } => kind::CTL_MOVED_BACK,
+        Event::ResultRejected { .. } | Event::StageResultRejected { .. } => kind::RESULT_REJECTED,
+        Event::RunTimedOut { .. } | Event::StageRunTimedOut { .. } => kind::RUN_TIMED_OUT,
+        Event::RunFailed { .. } | Event::StageRunFailed { .. } => kind::RUN_FAILED,
+        Event::Parked { .. } | Event::StageParked { .. } => kind::PARKED,
+        Event::Dead { .. } | Event::StageDead { .. } => kind::DEAD,
+        Event::SlaMissed { .. } => kind::SLA_MISSED,
+        Event::CommandRejected { .. } | Event::StageCommandRejected { .. } => {
+            kind::COMMAND_REJECTED
+        }
+        Event::StaleVersion { .. } => kind::STALE_VERSION,
+        Event::PredicateError { .. } => kind::PREDICATE_ERROR,
+        Event::PingPong { .. } => kind::PING_PONG,
+        Event::StageState { .. } => kind::STAGE_STATE,
+        Event::RescanProgress { .. } => kind::RESCAN_PROGRESS,
     }
 }
 
@@ -34,19 +59,13 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
         at: ts(&at),
         ..Default::default()
     };
-    #[allow(clippy::match_wildcard_for_single_variants)]
+    // Names a stage event's stage and offer (always set, even when empty:
+    // their presence is what marks a stage event).
+    let on = |m: &mut v1::Event, stage: &str, offer: &str| {
+        m.stage = Some(stage.to_string());
+        m.offer_id = Some(offer.to_string());
+    };
     match event {
-        Event::StageResultRejected { .. }
-        | Event::StageRunTimedOut { .. }
-        | Event::StageRunFailed { .. }
-        | Event::StageParked { .. }
-        | Event::StageDead { .. }
-        | Event::StaleVersion { .. }
-        | Event::PredicateError { .. }
-        | Event::PingPong { .. }
-        | Event::StageState { .. }
-        | Event::RescanProgress { .. }
-        | Event::StageCommandRejected { .. } => todo!("stage event encoding"),
         Event::CtlMovedBack {
             task,
             entity,
@@ -71,6 +90,18 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.pass = Some(*pass);
             m.reason = Some(reason.as_str().to_string());
         }
+        Event::StageResultRejected {
+            stage,
+            offer,
+            run_id,
+            pass,
+            reason,
+        } => {
+            on(&mut m, stage, offer);
+            m.run_id = Some(run_id.clone());
+            m.pass = Some(*pass);
+            m.reason = Some(reason.as_str().to_string());
+        }
         Event::RunTimedOut {
             task,
             run_id,
@@ -78,6 +109,18 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             restarted,
         } => {
             m.task = task.clone();
+            m.run_id = Some(run_id.clone());
+            m.attempt = Some(*attempt);
+            m.restarted = Some(*restarted);
+        }
+        Event::StageRunTimedOut {
+            stage,
+            offer,
+            run_id,
+            attempt,
+            restarted,
+        } => {
+            on(&mut m, stage, offer);
             m.run_id = Some(run_id.clone());
             m.attempt = Some(*attempt);
             m.restarted = Some(*restarted);
@@ -95,6 +138,20 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.error = Some(error.clone());
             m.retry_at = ts(retry_at);
         }
+        Event::StageRunFailed {
+            stage,
+            offer,
+            run_id,
+            attempt,
+            error,
+            retry_at,
+        } => {
+            on(&mut m, stage, offer);
+            m.run_id = Some(run_id.clone());
+            m.attempt = Some(*attempt);
+            m.error = Some(error.clone());
+            m.retry_at = ts(retry_at);
+        }
         Event::Parked {
             task,
             tier,
@@ -102,8 +159,19 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             error,
         } => {
             m.task = task.clone();
-            // Tiers are a short configured list; saturating keeps encoding total.
-            m.tier = Some(u32::try_from(*tier).unwrap_or(u32::MAX));
+            m.tier = Some(tier_to_proto(*tier));
+            m.until = ts(until);
+            m.error = Some(error.clone());
+        }
+        Event::StageParked {
+            stage,
+            offer,
+            tier,
+            until,
+            error,
+        } => {
+            on(&mut m, stage, offer);
+            m.tier = Some(tier_to_proto(*tier));
             m.until = ts(until);
             m.error = Some(error.clone());
         }
@@ -113,6 +181,16 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             error,
         } => {
             m.task = task.clone();
+            m.attempts = Some(*attempts);
+            m.error = Some(error.clone());
+        }
+        Event::StageDead {
+            stage,
+            offer,
+            attempts,
+            error,
+        } => {
+            on(&mut m, stage, offer);
             m.attempts = Some(*attempts);
             m.error = Some(error.clone());
         }
@@ -129,67 +207,246 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.task = task.clone();
             m.reason = Some(reason.clone());
         }
+        Event::StageCommandRejected {
+            stage,
+            offer,
+            reason,
+        } => {
+            on(&mut m, stage, offer);
+            m.reason = Some(reason.clone());
+        }
+        Event::StaleVersion {
+            stage,
+            offer,
+            run_id,
+            computed_from,
+            current,
+        } => {
+            on(&mut m, stage, offer);
+            m.run_id = Some(run_id.clone());
+            m.computed_from = Some(*computed_from);
+            m.current = Some(*current);
+        }
+        Event::PredicateError {
+            stage,
+            offer,
+            field,
+            error,
+        } => {
+            on(&mut m, stage, offer);
+            m.field = Some(field.clone());
+            m.error = Some(error.clone());
+        }
+        Event::PingPong {
+            offer,
+            stage,
+            runs,
+            window,
+            until,
+        } => {
+            on(&mut m, stage, offer);
+            m.runs = Some(*runs);
+            m.window = Some(window.to_string());
+            m.until = ts(until);
+        }
+        Event::StageState {
+            stage,
+            offer,
+            expected,
+            version,
+            applied,
+        } => {
+            on(&mut m, stage, offer);
+            m.expected = Some(*expected);
+            m.version = Some(*version);
+            m.applied = Some(*applied);
+        }
+        Event::RescanProgress {
+            stage,
+            checked,
+            queued,
+            total,
+            errors,
+            done,
+        } => {
+            // About a stage over a partition, not one offer.
+            m.stage = Some(stage.clone());
+            m.checked = Some(*checked);
+            m.queued = Some(*queued);
+            m.total = Some(*total);
+            m.errors = Some(*errors);
+            m.done = Some(*done);
+        }
     }
     encode(&m, format)
 }
 
+/// Tiers are a short configured list; saturating keeps encoding total.
+fn tier_to_proto(tier: usize) -> u32 {
+    u32::try_from(tier).unwrap_or(u32::MAX)
+}
+
 /// Decodes an event and the time it was decided (protobuf or JSON), for
-/// consumers and tests.
+/// consumers and tests. An event with `stage` or `offer_id` set is a stage
+/// event and must leave `task` empty; the run lifecycle kinds and
+/// `command_rejected` are read as their stage variants then.
 pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
     let m: v1::Event = decode(bytes)?;
     let at = required_ts("at", m.at.as_ref())?;
-    let task = non_empty("task", m.task)?;
+    let about_stage = m.stage.is_some() || m.offer_id.is_some();
+    if about_stage && !m.task.is_empty() {
+        return Err(DecodeError::AtMostOne("`task` and `stage`/`offer_id`"));
+    }
+    let (task, stage, offer) = (m.task, m.stage, m.offer_id);
     let event = match m.kind.as_str() {
-        "ctl_moved_back" => Event::CtlMovedBack {
-            task,
+        kind::CTL_MOVED_BACK => Event::CtlMovedBack {
+            task: non_empty("task", task)?,
             entity: required("entity", m.entity)?,
             param: required("param", m.param)?,
             previous: required_ts("previous", m.previous.as_ref())?,
             value: required_ts("value", m.value.as_ref())?,
         },
-        "result_rejected" => Event::ResultRejected {
-            task,
+        kind::RESULT_REJECTED if about_stage => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageResultRejected {
+                stage,
+                offer,
+                run_id: required("run_id", m.run_id)?,
+                pass: required("pass", m.pass)?,
+                reason: rejection(&required("reason", m.reason)?)?,
+            }
+        }
+        kind::RESULT_REJECTED => Event::ResultRejected {
+            task: non_empty("task", task)?,
             run_id: required("run_id", m.run_id)?,
             pass: required("pass", m.pass)?,
             reason: rejection(&required("reason", m.reason)?)?,
         },
-        "run_timed_out" => Event::RunTimedOut {
-            task,
+        kind::RUN_TIMED_OUT if about_stage => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageRunTimedOut {
+                stage,
+                offer,
+                run_id: required("run_id", m.run_id)?,
+                attempt: required("attempt", m.attempt)?,
+                restarted: required("restarted", m.restarted)?,
+            }
+        }
+        kind::RUN_TIMED_OUT => Event::RunTimedOut {
+            task: non_empty("task", task)?,
             run_id: required("run_id", m.run_id)?,
             attempt: required("attempt", m.attempt)?,
             restarted: required("restarted", m.restarted)?,
         },
-        "run_failed" => Event::RunFailed {
-            task,
+        kind::RUN_FAILED if about_stage => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageRunFailed {
+                stage,
+                offer,
+                run_id: required("run_id", m.run_id)?,
+                attempt: required("attempt", m.attempt)?,
+                error: required("error", m.error)?,
+                retry_at: required_ts("retry_at", m.retry_at.as_ref())?,
+            }
+        }
+        kind::RUN_FAILED => Event::RunFailed {
+            task: non_empty("task", task)?,
             run_id: required("run_id", m.run_id)?,
             attempt: required("attempt", m.attempt)?,
             error: required("error", m.error)?,
             retry_at: required_ts("retry_at", m.retry_at.as_ref())?,
         },
-        "parked" => Event::Parked {
-            task,
+        kind::PARKED if about_stage => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageParked {
+                stage,
+                offer,
+                tier: required("tier", m.tier)? as usize,
+                until: required_ts("until", m.until.as_ref())?,
+                error: required("error", m.error)?,
+            }
+        }
+        kind::PARKED => Event::Parked {
+            task: non_empty("task", task)?,
             tier: required("tier", m.tier)? as usize,
             until: required_ts("until", m.until.as_ref())?,
             error: required("error", m.error)?,
         },
-        "dead" => Event::Dead {
-            task,
+        kind::DEAD if about_stage => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageDead {
+                stage,
+                offer,
+                attempts: required("attempts", m.attempts)?,
+                error: required("error", m.error)?,
+            }
+        }
+        kind::DEAD => Event::Dead {
+            task: non_empty("task", task)?,
             attempts: required("attempts", m.attempts)?,
             error: required("error", m.error)?,
         },
-        "sla_missed" => Event::SlaMissed {
-            task,
+        kind::SLA_MISSED => Event::SlaMissed {
+            task: non_empty("task", task)?,
             last_success: optional_ts("last_success", m.last_success.as_ref())?,
-            expect_every: duration::parse(&required("expect_every", m.expect_every)?).map_err(
-                |e| DecodeError::InvalidField {
-                    field: "expect_every",
-                    reason: e.to_string(),
-                },
-            )?,
+            expect_every: duration_field("expect_every", m.expect_every)?,
         },
-        "command_rejected" => Event::CommandRejected {
-            task,
+        // A rejected stage command may name only its stage or only its offer.
+        kind::COMMAND_REJECTED if about_stage => Event::StageCommandRejected {
+            stage: stage.unwrap_or_default(),
+            offer: offer.unwrap_or_default(),
             reason: required("reason", m.reason)?,
+        },
+        kind::COMMAND_REJECTED => Event::CommandRejected {
+            task: non_empty("task", task)?,
+            reason: required("reason", m.reason)?,
+        },
+        kind::STALE_VERSION => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StaleVersion {
+                stage,
+                offer,
+                run_id: required("run_id", m.run_id)?,
+                computed_from: required("computed_from", m.computed_from)?,
+                current: required("current", m.current)?,
+            }
+        }
+        kind::PREDICATE_ERROR => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::PredicateError {
+                stage,
+                offer,
+                field: required("field", m.field)?,
+                error: required("error", m.error)?,
+            }
+        }
+        kind::PING_PONG => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::PingPong {
+                offer,
+                stage,
+                runs: required("runs", m.runs)?,
+                window: duration_field("window", m.window)?,
+                until: required_ts("until", m.until.as_ref())?,
+            }
+        }
+        kind::STAGE_STATE => {
+            let (stage, offer) = stage_offer(stage, offer)?;
+            Event::StageState {
+                stage,
+                offer,
+                expected: required("expected", m.expected)?,
+                version: required("version", m.version)?,
+                applied: required("applied", m.applied)?,
+            }
+        }
+        kind::RESCAN_PROGRESS => Event::RescanProgress {
+            stage: required("stage", stage)?,
+            checked: required("checked", m.checked)?,
+            queued: required("queued", m.queued)?,
+            total: required("total", m.total)?,
+            errors: required("errors", m.errors)?,
+            done: required("done", m.done)?,
         },
         "" => return Err(DecodeError::MissingField("kind")),
         other => {
@@ -200,6 +457,25 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
         }
     };
     Ok((event, at))
+}
+
+/// The stage and offer of a stage event about one offer.
+fn stage_offer(
+    stage: Option<String>,
+    offer: Option<String>,
+) -> Result<(String, String), DecodeError> {
+    Ok((required("stage", stage)?, required("offer_id", offer)?))
+}
+
+/// A duration field as written by [`duration::Duration`]'s `Display` (`1d`, `1h30min`).
+fn duration_field(
+    field: &'static str,
+    text: Option<String>,
+) -> Result<duration::Duration, DecodeError> {
+    duration::parse(&required(field, text)?).map_err(|e| DecodeError::InvalidField {
+        field,
+        reason: e.to_string(),
+    })
 }
 
 /// A rejection reason code; parsed through serde so that the names stay
@@ -283,8 +559,117 @@ mod tests {
                 pass: 4,
                 reason,
             });
+            events.push(Event::StageResultRejected {
+                stage: "price".into(),
+                offer: "o1".into(),
+                run_id: "price/o1#3".into(),
+                pass: 4,
+                reason,
+            });
         }
+        events.extend(every_stage_event());
         events
+    }
+
+    /// One of each stage event, in their order in `Event`.
+    fn every_stage_event() -> Vec<Event> {
+        let stage = || "price".to_string();
+        let offer = || "o1".to_string();
+        vec![
+            Event::StageRunTimedOut {
+                stage: stage(),
+                offer: offer(),
+                run_id: "price/o1#3".into(),
+                attempt: 1,
+                restarted: true,
+            },
+            Event::StageRunFailed {
+                stage: stage(),
+                offer: offer(),
+                run_id: "price/o1#3".into(),
+                attempt: 2,
+                error: "model down".into(),
+                retry_at: ts("2024-06-01T00:02:00Z"),
+            },
+            Event::StageParked {
+                stage: stage(),
+                offer: offer(),
+                tier: 1,
+                until: ts("2024-06-01T00:30:00Z"),
+                error: "model down".into(),
+            },
+            Event::StageDead {
+                stage: stage(),
+                offer: offer(),
+                attempts: 5,
+                error: String::new(),
+            },
+            Event::StaleVersion {
+                stage: stage(),
+                offer: offer(),
+                run_id: "price/o1#3".into(),
+                computed_from: 4,
+                current: 5,
+            },
+            Event::PredicateError {
+                stage: stage(),
+                offer: offer(),
+                field: "when".into(),
+                error: "no such key: price".into(),
+            },
+            Event::PingPong {
+                offer: offer(),
+                stage: stage(),
+                runs: 21,
+                window: Duration::from_secs(60),
+                until: ts("2024-06-01T01:00:00Z"),
+            },
+            Event::StageState {
+                stage: stage(),
+                offer: offer(),
+                expected: 4,
+                version: 5,
+                applied: true,
+            },
+            Event::StageState {
+                stage: stage(),
+                offer: offer(),
+                expected: 3,
+                version: 5,
+                applied: false,
+            },
+            Event::RescanProgress {
+                stage: stage(),
+                checked: 0,
+                queued: 0,
+                total: 0,
+                errors: 0,
+                done: false,
+            },
+            Event::RescanProgress {
+                stage: stage(),
+                checked: 1000,
+                queued: 12,
+                total: 1000,
+                errors: 1,
+                done: true,
+            },
+            Event::StageCommandRejected {
+                stage: stage(),
+                offer: offer(),
+                reason: "version 3 is not the current 5".into(),
+            },
+            Event::StageCommandRejected {
+                stage: stage(),
+                offer: String::new(),
+                reason: "unknown stage `price`".into(),
+            },
+            Event::StageCommandRejected {
+                stage: String::new(),
+                offer: offer(),
+                reason: "offer not parked".into(),
+            },
+        ]
     }
 
     #[test]
@@ -330,6 +715,114 @@ mod tests {
             serde_json::from_slice(&encode_event(e, ts("2021-04-25T00:00:00Z"), Format::Json))
                 .unwrap();
         assert_eq!(json["restarted"], false);
+    }
+
+    #[test]
+    fn stage_events_json() {
+        let json = |e: &Event| -> serde_json::Value {
+            serde_json::from_slice(&encode_event(e, ts("2024-06-01T00:00:00Z"), Format::Json))
+                .unwrap()
+        };
+        let all = every_stage_event();
+        // A stage lifecycle event has the task's kind, with stage and offer.
+        assert_eq!(
+            json(&all[2]),
+            serde_json::json!({
+                "kind": "parked",
+                "at": "2024-06-01T00:00:00+00:00",
+                "stage": "price",
+                "offer_id": "o1",
+                "tier": 1,
+                "until": "2024-06-01T00:30:00+00:00",
+                "error": "model down",
+            })
+        );
+        assert_eq!(
+            json(&all[4]),
+            serde_json::json!({
+                "kind": "stale_version",
+                "at": "2024-06-01T00:00:00+00:00",
+                "stage": "price",
+                "offer_id": "o1",
+                "run_id": "price/o1#3",
+                "computed_from": "4",
+                "current": "5",
+            })
+        );
+        assert_eq!(json(&all[6])["window"], "1min");
+        // A rescan is about a stage, not an offer; zero counts are shown.
+        assert_eq!(
+            json(&all[9]),
+            serde_json::json!({
+                "kind": "rescan_progress",
+                "at": "2024-06-01T00:00:00+00:00",
+                "stage": "price",
+                "checked": "0",
+                "queued": "0",
+                "total": "0",
+                "errors": "0",
+                "done": false,
+            })
+        );
+        // A rejected command about a stage only still marks the offer.
+        assert_eq!(json(&all[12])["offer_id"], "");
+    }
+
+    #[test]
+    fn stage_and_task_are_told_apart() {
+        let at = r#""at":"2024-06-01T00:00:00Z""#;
+        let decode = |json: String| decode_event(json.as_bytes()).map(|(e, _)| e);
+        let dead = |who: &str| {
+            decode(format!(
+                r#"{{"kind":"dead",{at},{who},"attempts":3,"error":"x"}}"#
+            ))
+        };
+        assert!(matches!(dead(r#""task":"t""#).unwrap(), Event::Dead { .. }));
+        assert!(matches!(
+            dead(r#""stage":"price","offer_id":"o1""#).unwrap(),
+            Event::StageDead { .. }
+        ));
+        assert_eq!(
+            dead(r#""stage":"price""#).unwrap_err().to_string(),
+            "missing field `offer_id`"
+        );
+        assert_eq!(
+            dead(r#""offer_id":"o1""#).unwrap_err().to_string(),
+            "missing field `stage`"
+        );
+        assert_eq!(
+            dead(r#""task":"t","stage":"price","offer_id":"o1""#)
+                .unwrap_err()
+                .to_string(),
+            "at most one of `task` and `stage`/`offer_id` may be set"
+        );
+        let rejected = decode(format!(
+            r#"{{"kind":"command_rejected",{at},"offer_id":"o1","reason":"r"}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            rejected,
+            Event::StageCommandRejected {
+                stage: String::new(),
+                offer: "o1".into(),
+                reason: "r".into(),
+            }
+        );
+        // Stage-only kinds need a stage, not a task.
+        assert_eq!(
+            decode(format!(
+                r#"{{"kind":"stale_version",{at},"task":"t","run_id":"r","computed_from":1,"current":2}}"#
+            ))
+            .unwrap_err()
+            .to_string(),
+            "missing field `stage`"
+        );
+        assert!(decode(format!(
+            r#"{{"kind":"ping_pong",{at},"stage":"p","offer_id":"o","runs":3,"window":"often","until":"2024-06-01T01:00:00Z"}}"#
+        ))
+        .unwrap_err()
+        .to_string()
+        .starts_with("field `window`: invalid duration"));
     }
 
     #[test]

@@ -23,17 +23,29 @@ pub enum MessageKind {
     Command,
     /// `TaskRecord`, a `task/…` value on `reactor.changelog`.
     TaskRecord,
+    /// `OfferChange`, on `offer.changes`.
+    OfferChange,
+    /// `OfferState`, on `offer.state`.
+    OfferState,
+    /// `OfferRecord`, an `offer/…` value on `reactor.changelog`.
+    OfferRecord,
+    /// `RescanRecord`, a `rescan/…` value on `reactor.changelog`.
+    RescanRecord,
 }
 
 impl MessageKind {
     /// Every kind.
-    pub const ALL: [MessageKind; 6] = [
+    pub const ALL: [MessageKind; 10] = [
         MessageKind::CtlChange,
         MessageKind::RunCommand,
         MessageKind::RunResult,
         MessageKind::Event,
         MessageKind::Command,
         MessageKind::TaskRecord,
+        MessageKind::OfferChange,
+        MessageKind::OfferState,
+        MessageKind::OfferRecord,
+        MessageKind::RescanRecord,
     ];
 
     /// Name on the command line and in logs (`run_result`).
@@ -45,6 +57,10 @@ impl MessageKind {
             MessageKind::Event => "event",
             MessageKind::Command => "command",
             MessageKind::TaskRecord => "task_record",
+            MessageKind::OfferChange => "offer_change",
+            MessageKind::OfferState => "offer_state",
+            MessageKind::OfferRecord => "offer_record",
+            MessageKind::RescanRecord => "rescan_record",
         }
     }
 
@@ -65,6 +81,10 @@ pub fn to_json(kind: MessageKind, bytes: &[u8]) -> Result<serde_json::Value, Dec
         MessageKind::Event => render::<v1::Event>(bytes),
         MessageKind::Command => render::<v1::Command>(bytes),
         MessageKind::TaskRecord => render::<v1::TaskRecord>(bytes),
+        MessageKind::OfferChange => render::<v1::OfferChange>(bytes),
+        MessageKind::OfferState => render::<v1::OfferState>(bytes),
+        MessageKind::OfferRecord => render::<v1::OfferRecord>(bytes),
+        MessageKind::RescanRecord => render::<v1::RescanRecord>(bytes),
     }
 }
 

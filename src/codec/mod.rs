@@ -20,8 +20,10 @@ mod ctl;
 mod error;
 mod event;
 mod json;
+mod offer;
 mod result;
 mod run;
+mod structs;
 mod time;
 mod wire;
 
@@ -34,7 +36,11 @@ pub use ctl::{decode_ctl_change, encode_ctl_change, CtlRecord};
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, event_kind};
 pub use json::{to_json, MessageKind};
+pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
 pub use result::{decode_run_result, encode_run_result};
-pub use run::{decode_run_command, encode_run_command, KIND_TASK};
+pub use run::{
+    decode_run_command, decode_stage_run_command, encode_run_command, encode_stage_run_command,
+    KIND_STAGE, KIND_TASK,
+};
 pub use time::{timestamp_from_proto, timestamp_to_proto};
 pub use wire::{is_json, Format};

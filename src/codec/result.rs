@@ -1,13 +1,21 @@
 //! `RunResult`: a worker's reply, from `reactor.results`.
 
 use super::error::{non_empty, DecodeError};
-use super::wire::{decode, encode, Format};
-use crate::engine::RunResult;
+use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
+use super::time::{optional_ts, timestamp_to_proto};
+use super::wire::{decode, Format};
+use crate::engine::{RunResult, StageReply, TimerChange, Update};
 use crate::proto::v1;
 use crate::run::Status;
 
 /// Decodes a `RunResult` (protobuf or JSON). `reply_key` is not returned:
 /// the engine routes by the Kafka key, which the worker sets to it.
+///
+/// The stage fields become [`RunResult::stage`]: `version` 0 is none;
+/// `update` and `body` exclude each other, as do `timer` and `clear_timer`,
+/// and `clear_state` and a non-null `state`. A `null` state (protobuf) and
+/// `clear_state` both give `state: Some(Value::Null)`. Numbers are
+/// normalised.
 pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
     let m: v1::RunResult = decode(bytes)?;
     let status = match v1::RunStatus::try_from(m.status) {
@@ -16,12 +24,40 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         Ok(other) => return Err(DecodeError::Status(other.as_str_name().to_string())),
         Err(_) => return Err(DecodeError::Status(m.status.to_string())),
     };
+    let update = match (m.update, m.body) {
+        (None, None) => None,
+        (Some(patch), None) => Some(Update::Patch(body_from_struct("update", patch)?)),
+        (None, Some(body)) => Some(Update::Body(body_from_struct("body", body)?)),
+        (Some(_), Some(_)) => return Err(DecodeError::AtMostOne("`update` and `body`")),
+    };
+    let state = match (m.state, m.clear_state) {
+        (None, false) => None,
+        (None, true) => Some(serde_json::Value::Null),
+        (Some(state), clear) => {
+            let state = json_from_value("state", state)?;
+            if clear && !state.is_null() {
+                return Err(DecodeError::AtMostOne("`state` and `clear_state`"));
+            }
+            Some(state)
+        }
+    };
+    let timer = match (optional_ts("timer", m.timer.as_ref())?, m.clear_timer) {
+        (None, false) => None,
+        (Some(at), false) => Some(TimerChange::Set(at)),
+        (None, true) => Some(TimerChange::Clear),
+        (Some(_), true) => return Err(DecodeError::AtMostOne("`timer` and `clear_timer`")),
+    };
     Ok(RunResult {
         run_id: non_empty("run_id", m.run_id)?,
         pass: m.pass,
         status,
         error: Some(m.error).filter(|e| !e.is_empty()),
-        stage: Default::default(),
+        stage: StageReply {
+            version: Some(m.version).filter(|&v| v != 0),
+            update,
+            state,
+            timer,
+        },
     })
 }
 
@@ -31,19 +67,40 @@ pub fn encode_run_result(result: &RunResult, reply_key: &str, format: Format) ->
         Status::Succeeded => v1::RunStatus::Succeeded,
         Status::Failed => v1::RunStatus::Failed,
     };
+    let stage = &result.stage;
     let m = v1::RunResult {
         run_id: result.run_id.clone(),
         pass: result.pass,
         reply_key: reply_key.to_string(),
         status: status.into(),
         error: result.error.clone().unwrap_or_default(),
+        version: stage.version.unwrap_or(0),
+        // A null state is written as `clear_state`, which JSON can carry.
+        clear_state: stage.state.as_ref().is_some_and(serde_json::Value::is_null),
+        timer: match stage.timer {
+            Some(TimerChange::Set(at)) => Some(timestamp_to_proto(at)),
+            _ => None,
+        },
+        clear_timer: stage.timer == Some(TimerChange::Clear),
+        ..Default::default()
     };
-    encode(&m, format)
+    let mut fields = Vec::new();
+    match &stage.update {
+        Some(Update::Patch(patch)) => fields.push((11, "update", JsonField::Struct(patch))),
+        Some(Update::Body(body)) => fields.push((12, "body", JsonField::Struct(body))),
+        None => {}
+    }
+    if let Some(state) = stage.state.as_ref().filter(|s| !s.is_null()) {
+        fields.push((13, "state", JsonField::Value(state)));
+    }
+    encode_with_json(&m, &fields, format)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::offer::Body;
+    use serde_json::json;
 
     fn results() -> [RunResult; 2] {
         [
@@ -104,6 +161,158 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    fn stage_results() -> Vec<RunResult> {
+        let body = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let base = || RunResult::new("price/o1#3", 9, Status::Succeeded);
+        let with = |stage: StageReply| RunResult { stage, ..base() };
+        vec![
+            with(StageReply {
+                version: Some(4),
+                update: Some(Update::Patch(body(
+                    json!({"price_predicted": 118, "old": null}),
+                ))),
+                state: Some(json!({"model": 3})),
+                timer: Some(TimerChange::Set("2024-07-01T00:00:00Z".parse().unwrap())),
+            }),
+            with(StageReply {
+                version: Some(u64::MAX),
+                update: Some(Update::Body(body(json!({"status": "expired", "n": 1.5})))),
+                state: Some(json!(null)),
+                timer: Some(TimerChange::Clear),
+            }),
+            with(StageReply {
+                update: Some(Update::Body(Body::new())),
+                state: Some(json!([1, "two", false])),
+                ..StageReply::default()
+            }),
+            with(StageReply {
+                state: Some(json!(0)),
+                ..StageReply::default()
+            }),
+            RunResult {
+                error: Some("model down".into()),
+                status: Status::Failed,
+                ..with(StageReply {
+                    version: Some(4),
+                    ..StageReply::default()
+                })
+            },
+        ]
+    }
+
+    #[test]
+    fn stage_results_round_trip_in_both_formats() {
+        for format in [Format::Protobuf, Format::Json] {
+            for r in stage_results() {
+                let bytes = encode_run_result(&r, "o1", format);
+                assert_eq!(decode_run_result(&bytes).unwrap(), r, "{format:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn stage_json_output() {
+        let json = |r: &RunResult| -> serde_json::Value {
+            serde_json::from_slice(&encode_run_result(r, "o1", Format::Json)).unwrap()
+        };
+        let all = stage_results();
+        assert_eq!(
+            json(&all[0]),
+            json!({
+                "run_id": "price/o1#3",
+                "pass": "9",
+                "reply_key": "o1",
+                "status": "RUN_STATUS_SUCCEEDED",
+                "version": "4",
+                "update": {"price_predicted": 118, "old": null},
+                "state": {"model": 3},
+                "timer": "2024-07-01T00:00:00+00:00",
+            })
+        );
+        assert_eq!(
+            json(&all[1]),
+            json!({
+                "run_id": "price/o1#3",
+                "pass": "9",
+                "reply_key": "o1",
+                "status": "RUN_STATUS_SUCCEEDED",
+                "version": "18446744073709551615",
+                "body": {"status": "expired", "n": 1.5},
+                "clear_state": true,
+                "clear_timer": true,
+            })
+        );
+    }
+
+    #[test]
+    fn stage_json_input() {
+        let decode = |json: &str| decode_run_result(json.as_bytes());
+        let head = r#""run_id":"price/o1#3","pass":"9","status":"RUN_STATUS_SUCCEEDED""#;
+        // Hand-written, the way the design's example has it.
+        let r = decode(&format!(
+            r#"{{{head},"version":4,"update":{{"price_predicted":118.0}},"state":{{"model":3}},"timer":"2024-07-01T00:00:00Z"}}"#
+        ))
+        .unwrap();
+        let mut expected = stage_results()[0].clone();
+        expected.stage.update = Some(Update::Patch(
+            json!({"price_predicted": 118}).as_object().unwrap().clone(),
+        ));
+        assert_eq!(r, expected);
+        let Some(Update::Patch(p)) = &r.stage.update else {
+            panic!()
+        };
+        assert!(p["price_predicted"].is_i64());
+        // `version` 0 means the dispatched one; `"state": null` is absent.
+        let r = decode(&format!(
+            r#"{{{head},"version":0,"state":null,"clearTimer":true}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            r.stage,
+            StageReply {
+                timer: Some(TimerChange::Clear),
+                ..StageReply::default()
+            }
+        );
+        let r = decode(&format!(r#"{{{head},"clear_state":true,"state":null}}"#)).unwrap();
+        assert_eq!(r.stage.state, Some(json!(null)));
+        let reason = |json: String| decode(&json).unwrap_err().to_string();
+        assert_eq!(
+            reason(format!(r#"{{{head},"update":{{}},"body":{{}}}}"#)),
+            "at most one of `update` and `body` may be set"
+        );
+        assert_eq!(
+            reason(format!(
+                r#"{{{head},"timer":"2024-07-01T00:00:00Z","clear_timer":true}}"#
+            )),
+            "at most one of `timer` and `clear_timer` may be set"
+        );
+        assert_eq!(
+            reason(format!(r#"{{{head},"state":1,"clear_state":true}}"#)),
+            "at most one of `state` and `clear_state` may be set"
+        );
+        assert!(reason(format!(r#"{{{head},"update":[1]}}"#)).starts_with("json: "));
+    }
+
+    #[test]
+    fn protobuf_null_state_clears() {
+        let m = v1::RunResult {
+            run_id: "p/o#1".into(),
+            status: v1::RunStatus::Succeeded.into(),
+            state: Some(pbjson_types::Value::from(())),
+            ..Default::default()
+        };
+        let r = decode_run_result(&prost::Message::encode_to_vec(&m)).unwrap();
+        assert_eq!(r.stage.state, Some(json!(null)));
+        // And with clear_state as well: both say the same.
+        let m = v1::RunResult {
+            clear_state: true,
+            ..m
+        };
+        let r = decode_run_result(&prost::Message::encode_to_vec(&m)).unwrap();
+        assert_eq!(r.stage.state, Some(json!(null)));
     }
 
     #[test]

@@ -3,13 +3,18 @@
 use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
-use super::time::{proto_map, timestamp_to_proto};
+use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
+use super::time::{proto_map, required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
-use crate::action::RunCommand;
+use crate::action::{RunCommand, StageRunCommand};
+use crate::offer::Body;
 use crate::proto::v1;
 
 /// `RunCommand.kind` of a task run.
 pub const KIND_TASK: &str = "task";
+
+/// `RunCommand.kind` of a stage run.
+pub const KIND_STAGE: &str = "stage";
 
 /// Encodes a run command with where to reply and when it was issued.
 pub fn encode_run_command(
@@ -31,14 +36,88 @@ pub fn encode_run_command(
         reply_topic: reply_topic.to_string(),
         reply_key: reply_key.to_string(),
         issued_at: Some(timestamp_to_proto(issued_at)),
+        ..Default::default()
     };
     encode(&m, format)
 }
 
+/// Encodes a stage run command with where to reply and when it was issued.
+/// The reply key is the offer id, so that the result reaches the partition
+/// that owns the offer. The body and state are written canonically (the
+/// same command gives the same bytes).
+pub fn encode_stage_run_command(
+    command: &StageRunCommand,
+    reply_topic: &str,
+    issued_at: Timestamp,
+    format: Format,
+) -> Vec<u8> {
+    let m = v1::RunCommand {
+        run_id: command.run_id.clone(),
+        kind: KIND_STAGE.to_string(),
+        attempt: command.attempt,
+        pass: command.pass,
+        deadline: Some(timestamp_to_proto(command.deadline)),
+        reply_topic: reply_topic.to_string(),
+        reply_key: command.offer.clone(),
+        issued_at: Some(timestamp_to_proto(issued_at)),
+        stage: command.stage.clone(),
+        offer_id: command.offer.clone(),
+        version: command.version,
+        ..Default::default()
+    };
+    let mut fields = vec![(23, "offer", JsonField::Struct(&command.body))];
+    if let Some(state) = command.state.as_ref().filter(|s| !s.is_null()) {
+        fields.push((24, "state", JsonField::Value(state)));
+    }
+    encode_with_json(&m, &fields, format)
+}
+
+/// Decodes a stage run command as a stage worker sees it (protobuf or
+/// JSON). `kind` must be `stage`. The returned `topic` is empty (a record
+/// does not know its topic); a `null` state reads as none, and an absent
+/// `offer` as `{}`. Numbers are normalised.
+pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeError> {
+    let m: v1::RunCommand = decode(bytes)?;
+    if m.kind != KIND_STAGE {
+        return Err(DecodeError::InvalidField {
+            field: "kind",
+            reason: format!("expected `{KIND_STAGE}`, got `{}`", m.kind),
+        });
+    }
+    let body = match m.offer {
+        Some(offer) => body_from_struct("offer", offer)?,
+        None => Body::new(),
+    };
+    let state = m
+        .state
+        .map(|s| json_from_value("state", s))
+        .transpose()?
+        .filter(|s| !s.is_null());
+    Ok(StageRunCommand {
+        stage: non_empty("stage", m.stage)?,
+        offer: non_empty("offer_id", m.offer_id)?,
+        run_id: non_empty("run_id", m.run_id)?,
+        attempt: m.attempt,
+        pass: m.pass,
+        version: m.version,
+        body,
+        state,
+        deadline: required_ts("deadline", m.deadline.as_ref())?,
+        topic: String::new(),
+    })
+}
+
 /// Decodes a run command as a worker sees it (protobuf or JSON): the schema
 /// type itself, since a worker needs the reply fields the core type lacks.
+/// A stage run is refused: [`decode_stage_run_command`] reads those.
 pub fn decode_run_command(bytes: &[u8]) -> Result<v1::RunCommand, DecodeError> {
     let mut m: v1::RunCommand = decode(bytes)?;
+    if m.kind == KIND_STAGE {
+        return Err(DecodeError::InvalidField {
+            field: "kind",
+            reason: "a stage run command; read it as one (decode_stage_run_command)".to_string(),
+        });
+    }
     // A worker cannot reply without it.
     m.run_id = non_empty("run_id", std::mem::take(&mut m.run_id))?;
     Ok(m)
@@ -141,6 +220,125 @@ mod tests {
         let a = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
         let b = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
         assert_eq!(a, b);
+    }
+
+    fn stage_command() -> StageRunCommand {
+        StageRunCommand {
+            stage: "price".into(),
+            offer: "o1".into(),
+            run_id: "price/o1#3".into(),
+            attempt: 2,
+            pass: 9,
+            version: 4,
+            body:
+                serde_json::json!({"status": "active", "price": 100, "ratio": 0.5, "tags": ["a"]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            state: Some(serde_json::json!({"model": 3})),
+            deadline: ts("2024-06-01T00:01:00Z"),
+            topic: "stage.price.runs".into(),
+        }
+    }
+
+    #[test]
+    fn stage_commands_round_trip_in_both_formats() {
+        let issued = ts("2024-06-01T00:00:00Z");
+        let without_state = StageRunCommand {
+            state: None,
+            body: Body::new(),
+            ..stage_command()
+        };
+        for format in [Format::Protobuf, Format::Json] {
+            for cmd in [stage_command(), without_state.clone()] {
+                let bytes = encode_stage_run_command(&cmd, "reactor.results", issued, format);
+                let decoded = decode_stage_run_command(&bytes).unwrap();
+                assert_eq!(
+                    decoded,
+                    StageRunCommand {
+                        topic: String::new(),
+                        ..cmd.clone()
+                    },
+                    "{format:?}"
+                );
+                // The worker's view has the reply fields.
+                let m: v1::RunCommand = decode(&bytes).unwrap();
+                assert_eq!(m.reply_key, "o1");
+                assert_eq!(m.reply_topic, "reactor.results");
+                assert_eq!(timestamp_from_proto(&m.issued_at.unwrap()).unwrap(), issued);
+                // A task worker's decoder refuses it.
+                assert!(decode_run_command(&bytes)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("field `kind`: a stage run command"));
+            }
+        }
+    }
+
+    #[test]
+    fn stage_json_output() {
+        let bytes = encode_stage_run_command(
+            &stage_command(),
+            "reactor.results",
+            ts("2024-06-01T00:00:00Z"),
+            Format::Json,
+        );
+        let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "run_id": "price/o1#3",
+                "kind": "stage",
+                "attempt": 2,
+                "pass": "9",
+                "deadline": "2024-06-01T00:01:00+00:00",
+                "reply_topic": "reactor.results",
+                "reply_key": "o1",
+                "issued_at": "2024-06-01T00:00:00+00:00",
+                "stage": "price",
+                "offer_id": "o1",
+                "version": "4",
+                "offer": {"status": "active", "price": 100, "ratio": 0.5, "tags": ["a"]},
+                "state": {"model": 3},
+            })
+        );
+    }
+
+    #[test]
+    fn stage_protobuf_is_deterministic() {
+        let issued = ts("2024-06-01T00:00:00Z");
+        let a = encode_stage_run_command(&stage_command(), "r", issued, Format::Protobuf);
+        let b = encode_stage_run_command(&stage_command(), "r", issued, Format::Protobuf);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn invalid_stage_commands() {
+        let reason = |json: &str| {
+            decode_stage_run_command(json.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            reason(r#"{"run_id":"t#1","kind":"task"}"#),
+            "field `kind`: expected `stage`, got `task`"
+        );
+        assert_eq!(
+            reason(r#"{"run_id":"p/o#1","kind":"stage","offer_id":"o"}"#),
+            "missing field `stage`"
+        );
+        assert_eq!(
+            reason(r#"{"run_id":"p/o#1","kind":"stage","stage":"p","offer_id":"o"}"#),
+            "missing field `deadline`"
+        );
+        // A null state is no state; protobuf doubles become integers.
+        let c = decode_stage_run_command(
+            br#"{"run_id":"p/o#1","kind":"stage","stage":"p","offer_id":"o","state":null,
+                 "offer":{"n":2.0},"deadline":"2024-06-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.state, None);
+        assert!(c.body["n"].is_i64());
     }
 
     #[test]

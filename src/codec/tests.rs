@@ -11,7 +11,13 @@ fn decode_all(bytes: &[u8]) {
     let _ = decode_command(bytes);
     let _ = decode_run_command(bytes);
     let _ = decode_event(bytes);
+    let _ = decode_stage_run_command(bytes);
+    let _ = decode_offer_change(Some(b"o1"), Some(bytes));
+    let _ = decode_offer_change(Some(bytes), None);
+    let _ = decode_offer_state(bytes);
     let _ = decode_changelog(b"task/t", Some(bytes));
+    let _ = decode_changelog(b"offer/o1", Some(bytes));
+    let _ = decode_changelog(b"rescan/price", Some(bytes));
     let _ = decode_changelog(bytes, None);
     for kind in MessageKind::ALL {
         let _ = to_json(kind, bytes);
@@ -32,6 +38,55 @@ fn garbage_is_an_error() {
         assert!(decode_command(bytes).is_err(), "{bytes:?}");
         assert!(decode_event(bytes).is_err(), "{bytes:?}");
         assert!(decode_run_command(bytes).is_err(), "{bytes:?}");
+        assert!(decode_stage_run_command(bytes).is_err(), "{bytes:?}");
+        assert!(
+            decode_offer_change(Some(b"o1"), Some(bytes)).is_err(),
+            "{bytes:?}"
+        );
+        assert!(decode_offer_state(bytes).is_err(), "{bytes:?}");
+    }
+}
+
+/// A valid record of one of a few kinds, with nested JSON values.
+fn valid_record(which: usize, format: Format) -> Vec<u8> {
+    let body = serde_json::json!({"status": "active", "price": 100.5, "tags": ["a", {"b": null}]})
+        .as_object()
+        .unwrap()
+        .clone();
+    match which {
+        0 => {
+            let record = CtlRecord {
+                entity: "dwh.orders".into(),
+                param: "max_dt".into(),
+                value: "2021-04-25T03:27:33Z".parse().unwrap(),
+            };
+            encode_ctl_change(&record, None, "t", format)
+        }
+        1 => encode_offer_change(
+            &crate::offer::OfferChange {
+                offer_id: "o1".into(),
+                change: crate::offer::Change::Patch(body),
+                source: None,
+            },
+            format,
+        ),
+        _ => encode_stage_run_command(
+            &crate::action::StageRunCommand {
+                stage: "price".into(),
+                offer: "o1".into(),
+                run_id: "price/o1#1".into(),
+                attempt: 1,
+                pass: 1,
+                version: 1,
+                body,
+                state: Some(serde_json::json!({"model": [1, 2]})),
+                deadline: "2024-06-01T00:00:00Z".parse().unwrap(),
+                topic: String::new(),
+            },
+            "reactor.results",
+            "2024-06-01T00:00:00Z".parse().unwrap(),
+            format,
+        ),
     }
 }
 
@@ -50,14 +105,10 @@ proptest! {
     fn mutated_valid_records_never_panic(
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
         json in any::<bool>(),
+        which in 0..3usize,
     ) {
         let format = if json { Format::Json } else { Format::Protobuf };
-        let record = CtlRecord {
-            entity: "dwh.orders".into(),
-            param: "max_dt".into(),
-            value: "2021-04-25T03:27:33Z".parse().unwrap(),
-        };
-        let mut bytes = encode_ctl_change(&record, None, "t", format);
+        let mut bytes = valid_record(which, format);
         for (at, byte) in flips {
             let i = at.index(bytes.len());
             bytes[i] = byte;

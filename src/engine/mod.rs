@@ -8,6 +8,7 @@
 
 mod holds;
 mod input;
+mod offers;
 mod record;
 mod tasks;
 mod view;
@@ -27,6 +28,8 @@ use crate::timers::Timers;
 use crate::trigger::Trigger;
 
 pub use input::{Command, Input, RunResult, StageReply, Target, TimerChange, Update};
+pub use offers::{is_stage_run_id, parse_stage_run_id};
+pub use offers::{OfferCounters, OfferView, SlotView, StageStats, RESCAN_CHUNK};
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
 /// Why a changelog could not be restored.
@@ -139,6 +142,8 @@ pub struct Engine {
     /// Keys restored from the changelog that no owned task has: tombstoned at start.
     orphans: Vec<String>,
     stats: Stats,
+    /// The offers of the shard's partition and their stages.
+    offers: offers::Offers,
 }
 
 impl Engine {
@@ -216,7 +221,14 @@ impl Engine {
             out: Vec::new(),
             orphans: Vec::new(),
             stats: Stats::default(),
+            offers: offers::Offers::new(config),
         }
+    }
+
+    /// Tells the shard it is partition `index` of `count`: each stage's
+    /// `max_parallelism` and `rate_limit` are split evenly across partitions.
+    pub fn set_partition(&mut self, index: u32, count: u32) {
+        self.offers.set_partition(index, count);
     }
 
     /// Rebuilds a shard from the changelog records it emitted (in order; last
@@ -232,7 +244,22 @@ impl Engine {
         let mut engine = Engine::for_shard(config, owns);
         for record in records {
             match record.store {
-                Store::Offer | Store::Rescan => todo!("offer restore"),
+                Store::Offer => {
+                    let value = match &record.value {
+                        Some(Value::Offer(o)) => Some(o.as_ref()),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.offers.restore_offer(record.key, value);
+                }
+                Store::Rescan => {
+                    let value = match &record.value {
+                        Some(Value::Rescan(r)) => Some(r),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.offers.restore_rescan(record.key, value);
+                }
                 Store::Task => {
                     let Some(&i) = engine.by_id.get(&record.key) else {
                         if record.value.is_some() {
@@ -245,12 +272,13 @@ impl Engine {
                     engine.rt[i as usize] = match &record.value {
                         Some(Value::Task(r)) => engine.rt_from_record(&record.key, r)?,
                         None => TaskRt::default(),
-                        Some(_) => TaskRt::default(),
+                        Some(_) => return Err(bad_value(&record)),
                     };
                 }
             }
         }
         engine.rebuild_derived();
+        engine.offers.rebuild_derived();
         Ok(engine)
     }
 
@@ -285,6 +313,7 @@ impl Engine {
         for p in 0..self.pools.len() {
             self.pending(p);
         }
+        self.offers.start(now, &mut self.out);
         self.finish(now)
     }
 
@@ -296,9 +325,15 @@ impl Engine {
                 param,
                 value,
             } => return self.apply_ctl(&entity, &param, value, now),
+            Input::Result(result) if offers::is_stage_run_id(&result.run_id) => {
+                self.offers.on_result(result, now)
+            }
             Input::Result(result) => self.on_result(result, now),
-            Input::Command(command) => self.on_command(command, now),
-            Input::Offer(_) => todo!("offers"),
+            Input::Command(command) => match command.target() {
+                Target::Task(_) => self.on_command(command, now),
+                Target::Offer(_) | Target::Shard => self.offers.on_command(command, now),
+            },
+            Input::Offer(change) => self.offers.on_change(change, now),
         }
         self.finish(now)
     }
@@ -345,12 +380,46 @@ impl Engine {
         while let Some((at, (kind, i))) = self.timers.pop_due(now) {
             self.on_timer(kind, i, at, now);
         }
+        self.offers.tick(now);
         self.finish(now)
     }
 
     /// The earliest armed deadline: when [`Engine::tick`] next has work.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.next()
+        match (self.timers.next(), self.offers.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Number of offers in this shard.
+    pub fn offer_count(&self) -> usize {
+        self.offers.len()
+    }
+
+    /// Whether any offer stage is configured.
+    pub fn has_stages(&self) -> bool {
+        self.offers.has_stages()
+    }
+
+    /// An offer with its stage slots, if this shard has it.
+    pub fn offer_view(&self, id: &str) -> Option<OfferView> {
+        self.offers.view(id)
+    }
+
+    /// The run in flight of `stage` on `offer`: `(run id, pass, version)`.
+    pub fn stage_run(&self, stage: &str, offer: &str) -> Option<(String, u64, u64)> {
+        self.offers.current_run(stage, offer)
+    }
+
+    /// Queue depths and running counts per stage.
+    pub fn stage_stats(&self) -> Vec<StageStats> {
+        self.offers.stage_stats()
+    }
+
+    /// Offer-side counters.
+    pub fn offer_counters(&self) -> OfferCounters {
+        self.offers.counters()
     }
 
     /// Number of tasks this shard owns.
@@ -365,9 +434,11 @@ impl Engine {
 
     /// The state of every task as changelog records: what a restore must reproduce.
     pub fn snapshot(&self) -> Vec<ChangelogRecord> {
-        (0..self.defs.len() as u32)
+        let mut records: Vec<ChangelogRecord> = (0..self.defs.len() as u32)
             .map(|i| self.record(i))
-            .collect()
+            .collect();
+        records.extend(self.offers.snapshot());
+        records
     }
 
     fn mark(&mut self, i: u32) {
@@ -388,6 +459,7 @@ impl Engine {
     /// Ends a step: dispatches what the pools allow, then writes the
     /// changelog records of every task the step changed.
     fn finish(&mut self, now: Timestamp) -> Vec<Action> {
+        self.offers.finish(now, &mut self.out);
         while let Some(p) = self.pending_pools.pop() {
             self.pools[p].pending = false;
             self.pump(p, now);
@@ -434,6 +506,14 @@ impl Engine {
                 self.timers.arm(at, (TimerKind::Sla, i));
             }
         }
+    }
+}
+
+fn bad_value(record: &ChangelogRecord) -> Error {
+    Error::BadRecord {
+        store: record.store.as_str(),
+        key: record.key.clone(),
+        message: "the value is of another store".to_string(),
     }
 }
 

@@ -356,7 +356,7 @@ impl Engine {
 
     pub(super) fn on_command(&mut self, command: Command, now: Timestamp) {
         let crate::engine::input::Target::Task(task) = command.target() else {
-            todo!("stage commands")
+            unreachable!("offer commands go to the offers")
         };
         let Some(&i) = self.by_id.get(task) else {
             self.out.push(Action::Event(Event::CommandRejected {

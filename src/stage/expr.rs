@@ -149,10 +149,7 @@ impl Expr {
         ctx.add_variable_from_value("offer", scope.offer.clone());
         ctx.add_variable_from_value("meta", scope.meta.clone());
         ctx.add_variable_from_value("now", scope.now.clone());
-        let state = match state {
-            None => Value::Null,
-            Some(s) => to_cel(s)?,
-        };
+        let state = state.map_or(Value::Null, to_cel);
         ctx.add_variable_from_value("state", state);
         self.program
             .execute(&ctx)
@@ -176,22 +173,42 @@ impl Scope {
         updated_at: Timestamp,
         body: &Body,
         now: Timestamp,
-    ) -> Result<Scope, Error> {
-        let offer = cel::to_value(body).map_err(|e| Error::Eval(e.to_string()))?;
+    ) -> Scope {
+        let offer = object(body);
         let mut meta = std::collections::HashMap::new();
         meta.insert("id".to_string(), Value::from(id.to_string()));
         meta.insert("version".to_string(), Value::UInt(version));
         meta.insert("updated_at".to_string(), timestamp(updated_at));
-        Ok(Scope {
+        Scope {
             offer,
             meta: Value::from(meta),
             now: timestamp(now),
-        })
+        }
     }
 }
 
-fn to_cel(value: &serde_json::Value) -> Result<Value, Error> {
-    cel::to_value(value).map_err(|e| Error::Eval(e.to_string()))
+/// JSON to CEL: integers become `int` (`uint` only beyond `i64`), other
+/// numbers `double`, so `offer.price % 2 == 0` works as users expect.
+fn to_cel(value: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match value {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(u)) => Value::UInt(u),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::from(s.clone()),
+        J::Array(items) => Value::List(Arc::new(items.iter().map(to_cel).collect())),
+        J::Object(map) => object(map),
+    }
+}
+
+fn object(map: &Body) -> Value {
+    let map: std::collections::HashMap<String, Value> =
+        map.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+    Value::from(map)
 }
 
 fn timestamp(t: Timestamp) -> Value {
@@ -215,7 +232,7 @@ mod tests {
 
     fn scope(body: serde_json::Value) -> Scope {
         let body = body.as_object().unwrap().clone();
-        Scope::new("o1", 3, ts("2024-01-02T00:00:00Z"), &body, ts("2024-06-01T00:00:00Z")).unwrap()
+        Scope::new("o1", 3, ts("2024-01-02T00:00:00Z"), &body, ts("2024-06-01T00:00:00Z"))
     }
 
     #[test]
@@ -242,6 +259,14 @@ mod tests {
         assert_eq!(text.eval_time(&s, None), Ok(Some(ts("2024-01-01T00:00:00Z"))));
         let bad = Expr::compile("1").unwrap();
         assert!(matches!(bad.eval_time(&s, None), Err(Error::Type { .. })));
+    }
+
+    #[test]
+    fn json_integers_are_cel_ints() {
+        let s = scope(json!({"k": 4, "f": 1.5, "list": [1, 2], "big": u64::MAX}));
+        for text in ["offer.k % 2 == 0", "offer.k == 4", "offer.f > 1.0", "size(offer.list) == 2", "offer.list[1] == 2", "offer.big == 18446744073709551615u"] {
+            assert_eq!(Expr::compile(text).unwrap().eval_bool(&s, None), Ok(true), "{text}");
+        }
     }
 
     #[test]

@@ -1,0 +1,397 @@
+//! JSON values between serde_json (the core) and `google.protobuf.Struct` /
+//! `Value`, and their canonical encoding.
+//!
+//! Decoding sorts object members by key and normalises numbers
+//! ([`crate::offer::normalize`]): Struct numbers are doubles, so `100` sent
+//! as protobuf arrives as `100.0` and must read as the `100` of a JSON
+//! producer.
+//!
+//! Encoding does not go through pbjson-types: its `Struct` holds a
+//! `HashMap`, whose order changes from one process to the next, so the same
+//! body would give different bytes. [`encode_with_json`] writes such fields
+//! itself instead: in protobuf with object members in key order, in JSON as
+//! the core value has them.
+
+use std::collections::BTreeMap;
+
+use pbjson_types::value::Kind;
+use prost::encoding::{encode_key, encode_varint, WireType};
+use prost::Message;
+use serde::Serialize;
+use serde_json::{Map, Number, Value as Json};
+
+use super::error::DecodeError;
+use super::wire::Format;
+use crate::offer::{normalize, normalize_body, Body};
+
+/// A body from a `Struct`, members sorted by key, numbers normalised.
+pub(super) fn body_from_struct(
+    field: &'static str,
+    s: pbjson_types::Struct,
+) -> Result<Body, DecodeError> {
+    let mut body = object(field, s)?;
+    normalize_body(&mut body);
+    Ok(body)
+}
+
+/// A JSON value from a `Value`, numbers normalised; a `Value` without a kind
+/// is `null`.
+pub(super) fn json_from_value(
+    field: &'static str,
+    v: pbjson_types::Value,
+) -> Result<Json, DecodeError> {
+    let mut json = value(field, v)?;
+    normalize(&mut json);
+    Ok(json)
+}
+
+/// `body` as a `Struct`, for messages built in memory (tests). Encoders use
+/// [`encode_with_json`].
+#[cfg(test)]
+pub(super) fn struct_from_body(body: &Body) -> pbjson_types::Struct {
+    body.iter()
+        .map(|(k, v)| (k.clone(), value_from_json(v)))
+        .collect()
+}
+
+/// `json` as a `Value`, for messages built in memory (tests).
+#[cfg(test)]
+pub(super) fn value_from_json(json: &Json) -> pbjson_types::Value {
+    let kind = match json {
+        Json::Null => Kind::NullValue(0),
+        Json::Bool(b) => Kind::BoolValue(*b),
+        Json::Number(n) => Kind::NumberValue(as_f64(n)),
+        Json::String(s) => Kind::StringValue(s.clone()),
+        Json::Array(items) => Kind::ListValue(items.iter().map(value_from_json).collect()),
+        Json::Object(map) => Kind::StructValue(struct_from_body(map)),
+    };
+    kind.into()
+}
+
+fn object(field: &'static str, s: pbjson_types::Struct) -> Result<Body, DecodeError> {
+    let mut members: Vec<_> = s.fields.into_iter().collect();
+    members.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    members
+        .into_iter()
+        .map(|(k, v)| Ok((k, value(field, v)?)))
+        .collect()
+}
+
+fn value(field: &'static str, v: pbjson_types::Value) -> Result<Json, DecodeError> {
+    Ok(match v.kind {
+        None | Some(Kind::NullValue(_)) => Json::Null,
+        Some(Kind::BoolValue(b)) => Json::Bool(b),
+        Some(Kind::NumberValue(f)) => {
+            Json::Number(
+                Number::from_f64(f).ok_or_else(|| DecodeError::InvalidField {
+                    field,
+                    reason: format!("{f} is not a JSON number"),
+                })?,
+            )
+        }
+        Some(Kind::StringValue(s)) => Json::String(s),
+        Some(Kind::ListValue(list)) => Json::Array(
+            list.values
+                .into_iter()
+                .map(|v| value(field, v))
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(Kind::StructValue(s)) => Json::Object(object(field, s)?),
+    })
+}
+
+/// A serde_json number as the double a `Value` holds (exact up to 2^53).
+fn as_f64(n: &Number) -> f64 {
+    // Always `Some` without serde_json's `arbitrary_precision`.
+    n.as_f64().unwrap_or(f64::NAN)
+}
+
+/// A JSON field of a message, kept out of the generated message so that
+/// [`encode_with_json`] writes it canonically.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum JsonField<'a> {
+    /// A `google.protobuf.Struct` field.
+    Struct(&'a Body),
+    /// A `google.protobuf.Value` field.
+    Value(&'a Json),
+    /// A `map<string, google.protobuf.Value>` field.
+    ValueMap(&'a BTreeMap<String, Json>),
+}
+
+/// Encodes `message` and then `fields` (field number, name in the schema,
+/// value), which `message` must leave unset. Protobuf allows fields in any
+/// order; JSON output has them after the message's other fields.
+pub(super) fn encode_with_json<M>(
+    message: &M,
+    fields: &[(u32, &'static str, JsonField<'_>)],
+    format: Format,
+) -> Vec<u8>
+where
+    M: Message + Serialize,
+{
+    match format {
+        Format::Protobuf => {
+            let mut buf = message.encode_to_vec();
+            put_fields(fields, &mut buf);
+            buf
+        }
+        Format::Json => serde_json::to_vec(&json_with(message, fields))
+            .expect("a JSON value with string keys serializes"),
+    }
+}
+
+/// Encodes an outer message whose only field is `message` with `fields` (as
+/// [`encode_with_json`]), as field `tag` named `name`: a oneof member such
+/// as `Command.set_stage_state`.
+pub(super) fn encode_nested_with_json<M>(
+    tag: u32,
+    name: &'static str,
+    message: &M,
+    fields: &[(u32, &'static str, JsonField<'_>)],
+    format: Format,
+) -> Vec<u8>
+where
+    M: Message + Serialize,
+{
+    match format {
+        Format::Protobuf => {
+            let mut buf = Vec::new();
+            put_bytes(tag, &encode_with_json(message, fields, format), &mut buf);
+            buf
+        }
+        Format::Json => {
+            let outer: Map<String, Json> = [(name.to_string(), json_with(message, fields))]
+                .into_iter()
+                .collect();
+            serde_json::to_vec(&outer).expect("a JSON value with string keys serializes")
+        }
+    }
+}
+
+/// `message` as a JSON object with `fields` added (see [`encode_with_json`]).
+fn json_with<M: Serialize>(message: &M, fields: &[(u32, &'static str, JsonField<'_>)]) -> Json {
+    let mut json = serde_json::to_value(message).expect(
+        "messages built from core values serialize: their enums are known \
+         and jiff timestamps are within the JSON timestamp range",
+    );
+    let object = json
+        .as_object_mut()
+        .expect("a message serializes as an object");
+    for (_, name, field) in fields {
+        let value = match field {
+            JsonField::Struct(body) => Json::Object((*body).clone()),
+            JsonField::Value(v) => (*v).clone(),
+            JsonField::ValueMap(map) => Json::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Map<_, _>>(),
+            ),
+        };
+        object.insert((*name).to_string(), value);
+    }
+    json
+}
+
+/// Appends `fields` to a protobuf encoding.
+fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
+    for (tag, _, field) in fields {
+        match field {
+            JsonField::Struct(body) => put_bytes(*tag, &struct_bytes(body), buf),
+            JsonField::Value(v) => put_bytes(*tag, &value_bytes(v), buf),
+            // A map is a repeated entry message {key = 1, value = 2}; the
+            // BTreeMap gives key order.
+            JsonField::ValueMap(map) => {
+                for (k, v) in *map {
+                    put_bytes(*tag, &entry_bytes(k, v), buf);
+                }
+            }
+        }
+    }
+}
+
+/// A length-delimited field.
+fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(bytes.len() as u64, buf);
+    buf.extend_from_slice(bytes);
+}
+
+/// A `Struct`: `map<string, Value> fields = 1`, in key order.
+fn struct_bytes(body: &Body) -> Vec<u8> {
+    let mut members: Vec<_> = body.iter().collect();
+    members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut buf = Vec::new();
+    for (k, v) in members {
+        put_bytes(1, &entry_bytes(k, v), &mut buf);
+    }
+    buf
+}
+
+/// A map entry `{string key = 1; Value value = 2}`; like prost, an empty key
+/// is left out.
+fn entry_bytes(key: &str, value: &Json) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if !key.is_empty() {
+        put_bytes(1, key.as_bytes(), &mut buf);
+    }
+    put_bytes(2, &value_bytes(value), &mut buf);
+    buf
+}
+
+/// A `Value`: a oneof, so the member is written even when it is zero.
+fn value_bytes(json: &Json) -> Vec<u8> {
+    let mut buf = Vec::new();
+    match json {
+        Json::Null => {
+            encode_key(1, WireType::Varint, &mut buf);
+            encode_varint(0, &mut buf);
+        }
+        Json::Number(n) => {
+            encode_key(2, WireType::SixtyFourBit, &mut buf);
+            buf.extend_from_slice(&as_f64(n).to_le_bytes());
+        }
+        Json::String(s) => put_bytes(3, s.as_bytes(), &mut buf),
+        Json::Bool(b) => {
+            encode_key(4, WireType::Varint, &mut buf);
+            encode_varint(u64::from(*b), &mut buf);
+        }
+        Json::Object(map) => put_bytes(5, &struct_bytes(map), &mut buf),
+        Json::Array(items) => {
+            // ListValue: `repeated Value values = 1`.
+            let mut list = Vec::new();
+            for item in items {
+                put_bytes(1, &value_bytes(item), &mut list);
+            }
+            put_bytes(6, &list, &mut buf);
+        }
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::v1;
+    use serde_json::json;
+
+    fn body(v: Json) -> Body {
+        v.as_object().unwrap().clone()
+    }
+
+    fn sample() -> Body {
+        body(json!({
+            "z": 1, "a": "x", "m": null, "t": true, "f": 1.5, "e": {},
+            "n": {"y": [1, 2.5, "s", null, false, {"k": -3}], "b": {"": 0}},
+            "l": [],
+        }))
+    }
+
+    #[test]
+    fn canonical_bytes_decode_as_prost_would() {
+        let body = sample();
+        let state = json!({"model": 3, "tags": ["a", "b"]});
+        let states: BTreeMap<String, Json> = [
+            ("price".to_string(), json!(2)),
+            ("a".to_string(), json!({"x": null})),
+        ]
+        .into();
+        let bytes = encode_with_json(
+            &v1::OfferState {
+                offer_id: "o1".into(),
+                ..Default::default()
+            },
+            &[
+                (3, "body", JsonField::Struct(&body)),
+                (6, "states", JsonField::ValueMap(&states)),
+            ],
+            Format::Protobuf,
+        );
+        let m = v1::OfferState::decode(bytes.as_slice()).unwrap();
+        assert_eq!(m.offer_id, "o1");
+        assert_eq!(m.body, Some(struct_from_body(&body)));
+        let expected: BTreeMap<_, _> = states
+            .iter()
+            .map(|(k, v)| (k.clone(), value_from_json(v)))
+            .collect();
+        assert_eq!(m.states, expected);
+        assert_eq!(body_from_struct("body", m.body.unwrap()).unwrap(), body);
+
+        let bytes = encode_with_json(
+            &v1::RunCommand::default(),
+            &[(24, "state", JsonField::Value(&state))],
+            Format::Protobuf,
+        );
+        let m = v1::RunCommand::decode(bytes.as_slice()).unwrap();
+        assert_eq!(json_from_value("state", m.state.unwrap()).unwrap(), state);
+    }
+
+    #[test]
+    fn same_value_same_bytes() {
+        // Insertion order differs; the bytes do not.
+        let a = sample();
+        let mut b = Body::new();
+        for (k, v) in a.iter().rev() {
+            b.insert(k.clone(), v.clone());
+        }
+        let encode = |body: &Body| {
+            encode_with_json(
+                &v1::OfferState::default(),
+                &[(3, "body", JsonField::Struct(body))],
+                Format::Protobuf,
+            )
+        };
+        assert_eq!(encode(&a), encode(&b));
+        // prost writes a one-member Struct the same way.
+        let one = body(json!({"price": 100}));
+        let prost = v1::OfferState {
+            body: Some(struct_from_body(&one)),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(encode(&one), prost);
+    }
+
+    #[test]
+    fn json_output_keeps_the_core_value() {
+        let body = sample();
+        let bytes = encode_with_json(
+            &v1::OfferState {
+                offer_id: "o1".into(),
+                ..Default::default()
+            },
+            &[(3, "body", JsonField::Struct(&body))],
+            Format::Json,
+        );
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            json,
+            json!({"offer_id": "o1", "body": Json::Object(body.clone())})
+        );
+        // And it reads back through pbjson.
+        let m: v1::OfferState = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body_from_struct("body", m.body.unwrap()).unwrap(), body);
+    }
+
+    #[test]
+    fn decoding_normalises_and_sorts() {
+        let s = struct_from_body(&body(
+            json!({"b": 100.0, "a": [2.0, {"c": -1.0}], "d": 0.5}),
+        ));
+        let decoded = body_from_struct("body", s).unwrap();
+        assert_eq!(
+            decoded,
+            body(json!({"a": [2, {"c": -1}], "b": 100, "d": 0.5}))
+        );
+        assert!(decoded["b"].is_i64());
+        assert_eq!(decoded.keys().collect::<Vec<_>>(), ["a", "b", "d"]);
+        assert_eq!(
+            json_from_value("state", pbjson_types::Value { kind: None }).unwrap(),
+            Json::Null
+        );
+        let nan = pbjson_types::Struct::from_iter([("x".to_string(), f64::NAN.into())]);
+        assert_eq!(
+            body_from_struct("update", nan).unwrap_err().to_string(),
+            "field `update`: NaN is not a JSON number"
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Committed offer changes: external ones from `offer.changes`, and the
+//! reaction of the stages to every committed body change (watch, when, timer).
+
+use jiff::Timestamp;
+
+use super::{OfferRt, Offers};
+use crate::action::{Action, Event, OfferState};
+use crate::offer::{self, Body, Change, OfferChange};
+use crate::stage::expr::Scope;
+use crate::stage::Lane;
+
+/// `cause` of an external change.
+pub(super) const EXTERNAL: &str = "external";
+
+impl Offers {
+    /// Applies a change from outside. A change that leaves the body as it
+    /// is commits nothing.
+    pub(in crate::engine) fn on_change(&mut self, change: OfferChange, now: Timestamp) {
+        let id = change.offer_id;
+        let body = match change.change {
+            Change::Deleted => return self.delete(&id),
+            Change::Body(body) => body,
+            Change::Patch(patch) => {
+                let empty = Body::new();
+                let current = self.map.get(&id).map_or(&empty, |rt| &rt.body);
+                offer::patched(current, &patch)
+            }
+        };
+        let old = self.map.get(&id).map(|rt| &rt.body);
+        if old == Some(&body) {
+            return;
+        }
+        let is_new = old.is_none();
+        let changed = offer::changed_fields(old, &body);
+        let rt = self.map.entry(id.clone()).or_insert_with(|| OfferRt {
+            version: 0,
+            body: Body::new(),
+            updated_at: now,
+            slots: Vec::new(),
+            guard: Default::default(),
+        });
+        rt.body = body;
+        self.commit(&id, EXTERNAL.to_string(), changed.clone(), now);
+        self.react(&id, &changed, is_new, None, now);
+    }
+
+    /// Bumps the version of a changed offer and publishes its state.
+    pub(super) fn commit(&mut self, id: &str, cause: String, changed: Vec<String>, now: Timestamp) {
+        let rt = self.map.get_mut(id).expect("committing a present offer");
+        rt.version += 1;
+        rt.updated_at = now;
+        self.counters.committed += 1;
+        let state = self.offer_state(id, cause, changed);
+        self.out.push(Action::OfferState(state));
+        self.dirty.insert(id.to_string());
+    }
+
+    pub(super) fn offer_state(&self, id: &str, cause: String, changed: Vec<String>) -> OfferState {
+        let rt = &self.map[id];
+        OfferState {
+            offer: id.to_string(),
+            version: rt.version,
+            body: rt.body.clone(),
+            cause,
+            changed_fields: changed,
+            states: rt
+                .slots
+                .iter()
+                .filter_map(|(s, slot)| {
+                    let state = slot.state.as_ref()?;
+                    Some((self.defs[*s as usize].name.clone(), state.clone()))
+                })
+                .collect(),
+            deleted: false,
+        }
+    }
+
+    /// Deletes an offer: its queue entries, timers and run are cancelled (a
+    /// late result is rejected), and a final `OfferState` says so.
+    fn delete(&mut self, id: &str) {
+        let Some(rt) = self.map.get(id) else { return };
+        let mut last = self.offer_state(id, EXTERNAL.to_string(), rt.body.keys().cloned().collect());
+        last.version += 1;
+        last.body = Body::new();
+        last.states.clear();
+        last.deleted = true;
+        self.hide_queued(id);
+        let rt = self.map.remove(id).expect("checked above");
+        for (s, slot) in &rt.slots {
+            let key = id.to_string();
+            if let Some(at) = slot.timer {
+                self.timers.cancel(at, super::OfferTimer::Stage(*s, key.clone()));
+            }
+            if let Some(at) = slot.wake_at {
+                self.timers.cancel(at, super::OfferTimer::Wake(*s, key.clone()));
+            }
+            if let (crate::stage::Phase::Running, Some(run)) = (slot.phase, &slot.run) {
+                self.timers.cancel(run.deadline, super::OfferTimer::Run(*s, key));
+                self.running[*s as usize] -= 1;
+                self.pending.insert(*s);
+            }
+        }
+        if let Some(until) = rt.guard.parked_until {
+            self.timers.cancel(until, super::OfferTimer::Unpark(id.to_string()));
+        }
+        self.counters.committed += 1;
+        self.out.push(Action::OfferState(last));
+        self.dirty.insert(id.to_string());
+    }
+
+    /// Asks every stage (but `except`, the one whose result made the change)
+    /// about a committed body change: stages watching none of `changed` are
+    /// not asked (a new offer changed every field); `when` true (or failing)
+    /// queues the offer; `timer`, if declared, replaces the stage's timer.
+    pub(super) fn react(
+        &mut self,
+        id: &str,
+        changed: &[String],
+        is_new: bool,
+        except: Option<u16>,
+        now: Timestamp,
+    ) {
+        let Some(rt) = self.map.get(id) else { return };
+        let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+        let mut decisions = Vec::new();
+        for (s, def) in self.defs.iter().enumerate() {
+            let s = s as u16;
+            if Some(s) == except {
+                continue;
+            }
+            if !is_new && !def.watch.is_empty() && !def.watch.iter().any(|w| changed.contains(w)) {
+                continue;
+            }
+            let state = rt.state(s);
+            let when = def.when.eval_bool(&scope, state);
+            let timer = def.timer.as_ref().map(|t| t.eval_time(&scope, state));
+            decisions.push((s, when, timer));
+        }
+        for (s, when, timer) in decisions {
+            self.counters.evaluated += 1;
+            let queue = match when {
+                Ok(b) => b,
+                Err(e) => {
+                    self.predicate_error(id, s, "when", e.to_string());
+                    true
+                }
+            };
+            if queue {
+                self.enqueue(id, s, Lane::Live, now);
+            }
+            match timer {
+                None => {}
+                Some(Ok(at)) => self.set_timer(id, s, at),
+                Some(Err(e)) => self.predicate_error(id, s, "timer", e.to_string()),
+            }
+        }
+    }
+
+    pub(super) fn predicate_error(&mut self, id: &str, s: u16, field: &str, error: String) {
+        self.counters.predicate_errors += 1;
+        self.emit(Event::PredicateError {
+            stage: self.defs[s as usize].name.clone(),
+            offer: id.to_string(),
+            field: field.to_string(),
+            error,
+        });
+    }
+}

@@ -1,0 +1,199 @@
+//! Operator commands on offers and stages: replacing a stage's state by
+//! compare-and-set, ending a ping-pong park, and rescans.
+
+use std::ops::Bound;
+
+use jiff::Timestamp;
+
+use super::{OfferTimer, Offers, Rescan, RESCAN_CHUNK};
+use crate::action::Event;
+use crate::engine::input::Command;
+use crate::stage::expr::{Expr, Scope};
+use crate::stage::{Lane, Phase, RescanRecord};
+
+/// `cause` of a state replaced by an operator command.
+const COMMAND: &str = "command";
+
+impl Offers {
+    pub(in crate::engine) fn on_command(&mut self, command: Command, now: Timestamp) {
+        match command {
+            Command::SetStageState {
+                offer,
+                stage,
+                state,
+                version,
+            } => self.set_state(&offer, &stage, state, version, now),
+            Command::Rescan { stage, when } => self.start_rescan(&stage, when.as_deref(), now),
+            Command::UnparkOffer { offer } => self.unpark_command(&offer, now),
+            Command::Pause { .. }
+            | Command::Resume { .. }
+            | Command::SetLast { .. }
+            | Command::ClearLast { .. } => unreachable!("task commands go to the tasks"),
+        }
+    }
+
+    fn rejected(&mut self, stage: &str, offer: &str, reason: impl Into<String>) {
+        self.emit(Event::StageCommandRejected {
+            stage: stage.to_string(),
+            offer: offer.to_string(),
+            reason: reason.into(),
+        });
+    }
+
+    fn stage_index(&mut self, stage: &str, offer: &str) -> Option<u16> {
+        let s = self.by_name.get(stage).copied();
+        if s.is_none() {
+            self.rejected(stage, offer, format!("unknown stage `{stage}`"));
+        }
+        s
+    }
+
+    /// Replaces the stage's state if the offer is still at `expected`; the
+    /// answer is a `stage_state` event either way. A replaced state is a
+    /// committed change: the version moves and `OfferState` is published.
+    fn set_state(
+        &mut self,
+        id: &str,
+        stage: &str,
+        state: serde_json::Value,
+        expected: u64,
+        now: Timestamp,
+    ) {
+        let Some(s) = self.stage_index(stage, id) else { return };
+        let Some(rt) = self.map.get_mut(id) else {
+            return self.rejected(stage, id, format!("unknown offer `{id}`"));
+        };
+        let applied = rt.version == expected;
+        if applied {
+            let state = Some(state).filter(|v| !v.is_null());
+            let slot = rt.slot_mut(s);
+            if slot.state != state {
+                slot.state = state;
+                self.commit(id, COMMAND.to_string(), Vec::new(), now);
+            }
+        }
+        let version = self.map[id].version;
+        self.emit(Event::StageState {
+            stage: stage.to_string(),
+            offer: id.to_string(),
+            expected,
+            version,
+            applied,
+        });
+    }
+
+    /// Ends the offer's ping-pong park and gives its dead stages one more
+    /// attempt (their failure counts start again).
+    fn unpark_command(&mut self, id: &str, now: Timestamp) {
+        let Some(rt) = self.map.get_mut(id) else {
+            return self.rejected("", id, format!("unknown offer `{id}`"));
+        };
+        let dead: Vec<u16> = rt
+            .slots
+            .iter_mut()
+            .filter(|(_, slot)| slot.phase == Phase::Dead)
+            .map(|(s, slot)| {
+                slot.phase = Phase::Idle;
+                slot.failures = 0;
+                *s
+            })
+            .collect();
+        self.dirty.insert(id.to_string());
+        self.unpark(id);
+        for s in dead {
+            self.enqueue(id, s, Lane::Live, now);
+        }
+    }
+
+    /// Starts (or restarts) a rescan of the stage over every offer of the
+    /// shard, in id order, a chunk per step.
+    fn start_rescan(&mut self, stage: &str, filter: Option<&str>, now: Timestamp) {
+        let Some(s) = self.stage_index(stage, "") else { return };
+        let compiled = match filter.map(Expr::compile).transpose() {
+            Ok(f) => f,
+            Err(e) => {
+                return self.rejected(stage, "", format!("rescan filter `{}`: {e}", filter.unwrap_or_default()))
+            }
+        };
+        self.rescans[s as usize] = Some(Rescan {
+            record: RescanRecord {
+                filter: filter.map(str::to_string),
+                cursor: None,
+                checked: 0,
+                queued: 0,
+                total: self.map.len() as u64,
+                errors: 0,
+                started_at: now,
+            },
+            filter: compiled,
+        });
+        self.dirty_rescans.insert(s);
+        self.rescan_step(s, now);
+    }
+
+    /// Checks the next chunk of offers for a rescan and queues the ones the
+    /// stage wants in its rescan lane. A failing `when` counts as true (the
+    /// seed's rule); a failing filter counts as false, so a filter never
+    /// widens a rescan. Progress goes out as `rescan_progress`.
+    pub(super) fn rescan_step(&mut self, s: u16, now: Timestamp) {
+        let Some(mut rescan) = self.rescans[s as usize].take() else { return };
+        let from = match &rescan.record.cursor {
+            Some(c) => Bound::Excluded(c.clone()),
+            None => Bound::Unbounded,
+        };
+        let ids: Vec<String> = self
+            .map
+            .range::<String, _>((from, Bound::Unbounded))
+            .take(RESCAN_CHUNK)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let done = ids.len() < RESCAN_CHUNK;
+        let def = &self.defs[s as usize];
+        let mut wanted = Vec::new();
+        for id in &ids {
+            let rt = &self.map[id];
+            rescan.record.checked += 1;
+            let state = rt.state(s);
+            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            if let Some(filter) = &rescan.filter {
+                match filter.eval_bool(&scope, state) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => {
+                        rescan.record.errors += 1;
+                        continue;
+                    }
+                }
+            }
+            match def.when.eval_bool(&scope, state) {
+                Ok(true) => wanted.push(id.clone()),
+                Ok(false) => {}
+                Err(_) => {
+                    rescan.record.errors += 1;
+                    wanted.push(id.clone());
+                }
+            }
+        }
+        self.counters.evaluated += ids.len() as u64;
+        for id in &wanted {
+            if self.enqueue(id, s, Lane::Rescan, now) {
+                rescan.record.queued += 1;
+            }
+        }
+        rescan.record.cursor = ids.last().cloned().or(rescan.record.cursor);
+        let r = &rescan.record;
+        self.emit(Event::RescanProgress {
+            stage: self.defs[s as usize].name.clone(),
+            checked: r.checked,
+            queued: r.queued,
+            total: r.total,
+            errors: r.errors,
+            done,
+        });
+        self.dirty_rescans.insert(s);
+        if !done {
+            self.rescans[s as usize] = Some(rescan);
+            self.timers.arm(now, OfferTimer::Rescan(s));
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Rebuilding the offer half of a shard from its changelog records: the
+//! records are the state; queues, running counts and timers are derived.
+
+use jiff::Timestamp;
+
+use super::{OfferRt, OfferTimer, Offers, Rescan};
+use crate::changelog::{ChangelogRecord, Store};
+use crate::stage::expr::Expr;
+use crate::stage::{OfferRecord, Phase, RescanRecord};
+
+impl Offers {
+    /// Loads one offer record (`None`: a tombstone). Slots of stages no
+    /// longer configured are dropped.
+    pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<&OfferRecord>) {
+        let Some(record) = record else {
+            self.map.remove(&id);
+            return;
+        };
+        let slots = record
+            .stages
+            .iter()
+            .filter_map(|(name, slot)| Some((*self.by_name.get(name)?, slot.clone())))
+            .collect();
+        self.map.insert(
+            id,
+            OfferRt {
+                version: record.version,
+                body: record.body.clone(),
+                updated_at: record.updated_at,
+                slots,
+                guard: record.guard.clone(),
+            },
+        );
+    }
+
+    /// Loads one rescan record (`None`: a tombstone).
+    pub(in crate::engine) fn restore_rescan(&mut self, stage: String, record: Option<&RescanRecord>) {
+        let Some(&s) = self.by_name.get(&stage) else {
+            if record.is_some() {
+                self.orphan_rescans.push(stage);
+            } else {
+                self.orphan_rescans.retain(|k| *k != stage);
+            }
+            return;
+        };
+        self.rescans[s as usize] = record.map(|r| Rescan {
+            record: r.clone(),
+            // Compiled when it was accepted; a filter that no longer compiles
+            // (a newer CEL) is dropped rather than blocking the restore.
+            filter: r.filter.as_deref().and_then(|f| Expr::compile(f).ok()),
+        });
+    }
+
+    /// Derives queues, running counts and timers from the records.
+    pub(in crate::engine) fn rebuild_derived(&mut self) {
+        for s in 0..self.defs.len() {
+            self.queues[s] = Default::default();
+            self.running[s] = 0;
+            self.rate_armed[s] = None;
+        }
+        self.timers = Default::default();
+        for (id, rt) in &self.map {
+            let blocked = rt.blocked();
+            for (s, slot) in &rt.slots {
+                let k = *s as usize;
+                match slot.phase {
+                    Phase::Queued if !blocked => self.queues[k].push(
+                        slot.lane,
+                        slot.queued_at.unwrap_or(Timestamp::MIN),
+                        id,
+                    ),
+                    Phase::Running => {
+                        self.running[k] += 1;
+                        if let Some(run) = &slot.run {
+                            self.timers.arm(run.deadline, OfferTimer::Run(*s, id.clone()));
+                        }
+                    }
+                    _ => {}
+                }
+                if let Some(at) = slot.timer {
+                    self.timers.arm(at, OfferTimer::Stage(*s, id.clone()));
+                }
+                if let Some(at) = slot.wake_at {
+                    self.timers.arm(at, OfferTimer::Wake(*s, id.clone()));
+                }
+            }
+            if let Some(until) = rt.guard.parked_until {
+                self.timers.arm(until, OfferTimer::Unpark(id.clone()));
+            }
+        }
+    }
+
+    /// Starts the offer half at `now`: tombstones rescans of removed stages,
+    /// continues rescans in progress and dispatches what the queues allow.
+    pub(in crate::engine) fn start(&mut self, now: Timestamp, out: &mut Vec<crate::action::Action>) {
+        self.orphan_rescans.sort();
+        self.orphan_rescans.dedup();
+        for key in std::mem::take(&mut self.orphan_rescans) {
+            out.push(crate::action::Action::Changelog(ChangelogRecord {
+                store: Store::Rescan,
+                key,
+                value: None,
+            }));
+        }
+        for s in 0..self.defs.len() as u16 {
+            if self.rescans[s as usize].is_some() {
+                self.timers.arm(now, OfferTimer::Rescan(s));
+            }
+            self.pending.insert(s);
+        }
+    }
+}

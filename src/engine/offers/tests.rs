@@ -1,0 +1,271 @@
+//! Rules of the offer half, on a shard built in code.
+
+use jiff::Timestamp;
+use serde_json::json;
+
+use crate::action::{Action, Event};
+use crate::config::{self, Accept, Config, RetryPolicy, Stage};
+use crate::duration::Duration;
+use crate::engine::{Command, Engine, Input, RunResult, StageReply, TimerChange, Update};
+use crate::offer::{Change, OfferChange};
+use crate::run::Status;
+use crate::stage::expr::Expr;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn stage(name: &str, watch: &[&str], when: &str, timer: Option<&str>) -> Stage {
+    Stage {
+        name: name.to_string(),
+        watch: watch.iter().map(|w| w.to_string()).collect(),
+        when: Expr::compile(when).unwrap(),
+        timer: timer.map(|t| Expr::compile(t).unwrap()),
+        topic: format!("stage.{name}.runs"),
+        max_parallelism: 10,
+        rate_limit: None,
+        timeout: Duration::from_secs(60),
+        restart_after_timeout: true,
+        accept: Accept::Last,
+        retry: RetryPolicy::default(),
+    }
+}
+
+fn config(stages: Vec<Stage>) -> Config {
+    let mut c = config::parse("", "test.toml").unwrap().config;
+    c.stages = stages;
+    c
+}
+
+fn body(id: &str, v: serde_json::Value) -> Input {
+    Input::Offer(OfferChange {
+        offer_id: id.to_string(),
+        change: Change::Body(v.as_object().unwrap().clone()),
+        source: None,
+    })
+}
+
+fn patch(id: &str, v: serde_json::Value) -> Input {
+    Input::Offer(OfferChange {
+        offer_id: id.to_string(),
+        change: Change::Patch(v.as_object().unwrap().clone()),
+        source: None,
+    })
+}
+
+fn runs(actions: &[Action]) -> Vec<(String, String, u64, u64)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StageRun(r) => Some((r.stage.clone(), r.run_id.clone(), r.pass, r.version)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn states(actions: &[Action]) -> Vec<(u64, String, Vec<String>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::OfferState(s) => Some((s.version, s.cause.clone(), s.changed_fields.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn success(run_id: &str, pass: u64, reply: StageReply) -> Input {
+    let mut r = RunResult::new(run_id, pass, Status::Succeeded);
+    r.stage = reply;
+    Input::Result(r)
+}
+
+fn update(v: serde_json::Value) -> StageReply {
+    StageReply {
+        update: Some(Update::Patch(v.as_object().unwrap().clone())),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_new_offer_wakes_every_stage_and_a_result_commits_once() {
+    let c = config(vec![stage("price", &["price"], "true", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let a = e.apply(body("o1", json!({"price": 100})), t);
+    assert_eq!(states(&a), [(1, "external".into(), vec!["price".into()])]);
+    assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
+    let a = e.apply(success("price/o1#1", 1, update(json!({"price_predicted": 118}))), t);
+    assert_eq!(
+        states(&a),
+        [(2, "stage:price".into(), vec!["price_predicted".into()])]
+    );
+    // The stage does not wake itself, and price did not change.
+    assert!(runs(&a).is_empty());
+    let view = e.offer_view("o1").unwrap();
+    assert_eq!(view.version, 2);
+    assert_eq!(view.body["price_predicted"], json!(118));
+}
+
+#[test]
+fn a_change_during_a_run_discards_the_stale_result_and_reruns() {
+    let c = config(vec![stage("price", &["price"], "true", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    e.apply(body("o1", json!({"price": 100})), t);
+    let a = e.apply(patch("o1", json!({"price": 120})), t);
+    assert_eq!(states(&a).len(), 1);
+    assert!(runs(&a).is_empty(), "one run per offer at a time");
+    let a = e.apply(success("price/o1#1", 1, update(json!({"p": 1}))), t);
+    assert!(states(&a).is_empty());
+    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StaleVersion { computed_from: 1, current: 2, .. }))));
+    assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 2, 2)]);
+    let a = e.apply(success("price/o1#1", 2, update(json!({"p": 1}))), t);
+    assert_eq!(states(&a), [(3, "stage:price".into(), vec!["p".into()])]);
+    assert!(runs(&a).is_empty());
+}
+
+#[test]
+fn watch_filters_and_when_decides() {
+    let c = config(vec![
+        stage("a", &["x"], "offer.x > 1", None),
+        stage("b", &[], "true", None),
+    ]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let a = e.apply(body("o1", json!({"x": 1, "y": 1})), t);
+    // New offer: a's when is false; b runs.
+    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["b"]);
+    e.apply(success("b/o1#1", 1, StageReply::default()), t);
+    let a = e.apply(patch("o1", json!({"y": 5})), t);
+    // y is not watched by a; b watches everything.
+    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["b"]);
+    e.apply(success("b/o1#2", 2, StageReply::default()), t);
+    let a = e.apply(patch("o1", json!({"x": 5})), t);
+    let mut names: Vec<String> = runs(&a).into_iter().map(|r| r.0).collect();
+    names.sort();
+    // Only one stage runs at a time on an offer.
+    assert_eq!(names.len(), 1);
+    let (first, run_id, pass, _) = runs(&a).pop().unwrap();
+    let other = if first == "a" { "b" } else { "a" };
+    let a = e.apply(success(&run_id, pass, StageReply::default()), t);
+    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), [other]);
+}
+
+#[test]
+fn timers_wake_the_stage_and_results_can_reschedule() {
+    let c = config(vec![stage(
+        "expire",
+        &["published_at"],
+        "false",
+        Some("timestamp(offer.published_at) + duration('4320h')"),
+    )]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let a = e.apply(body("o1", json!({"published_at": "2024-01-01T00:00:00Z"})), t);
+    assert!(runs(&a).is_empty());
+    assert_eq!(e.next_deadline(), Some(ts("2024-06-29T00:00:00Z")));
+    let a = e.tick(ts("2024-06-29T00:00:00Z"));
+    assert_eq!(runs(&a).len(), 1);
+    let reply = StageReply {
+        timer: Some(TimerChange::Set(ts("2024-07-01T00:00:00Z"))),
+        state: Some(json!({"checked": 1})),
+        ..Default::default()
+    };
+    let a = e.apply(success("expire/o1#1", 1, reply), ts("2024-06-29T00:00:01Z"));
+    assert_eq!(states(&a), [(2, "stage:expire".into(), vec![])]);
+    assert_eq!(e.next_deadline(), Some(ts("2024-07-01T00:00:00Z")));
+}
+
+#[test]
+fn the_ping_pong_guard_parks_an_offer() {
+    let mut c = config(vec![
+        stage("a", &["x"], "true", None),
+        stage("b", &["y"], "true", None),
+    ]);
+    c.offers.ping_pong.runs = 4;
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let mut a = e.apply(body("o1", json!({"x": 0, "y": 0})), t);
+    let mut parked = false;
+    for k in 0..10 {
+        let Some((stage, run_id, pass, _)) = runs(&a).pop() else {
+            parked = a.iter().any(|x| matches!(x, Action::Event(Event::PingPong { .. })));
+            break;
+        };
+        let field = if stage == "a" { "y" } else { "x" };
+        a = e.apply(success(&run_id, pass, update(json!({ field: k + 1 }))), t);
+    }
+    assert!(parked);
+    assert!(e.offer_view("o1").unwrap().parked_until.is_some());
+    let a = e.apply(Input::Command(Command::UnparkOffer { offer: "o1".into() }), t);
+    assert_eq!(runs(&a).len(), 1);
+}
+
+#[test]
+fn state_compare_and_set_and_rescan() {
+    let c = config(vec![stage("s", &["never"], "offer.k % 2 == 0", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    for k in 0..5 {
+        let a = e.apply(body(&format!("o{k}"), json!({"k": k})), t);
+        if let Some((_, run_id, pass, _)) = runs(&a).pop() {
+            e.apply(success(&run_id, pass, StageReply::default()), t);
+        }
+    }
+    let cas = |version| {
+        Input::Command(Command::SetStageState {
+            offer: "o1".into(),
+            stage: "s".into(),
+            state: json!({"n": 1}),
+            version,
+        })
+    };
+    let a = e.apply(cas(7), t);
+    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageState { applied: false, version: 1, .. }))));
+    let a = e.apply(cas(1), t);
+    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageState { applied: true, version: 2, .. }))));
+    assert_eq!(states(&a), [(2, "command".into(), vec![])]);
+    let a = e.apply(
+        Input::Command(Command::Rescan {
+            stage: "s".into(),
+            when: Some("offer.k > 0".into()),
+        }),
+        t,
+    );
+    // o2 and o4 pass both; o0 fails the filter.
+    assert_eq!(runs(&a).len(), 2);
+    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::RescanProgress { checked: 5, queued: 2, done: true, .. }))));
+}
+
+#[test]
+fn restore_reproduces_the_shard() {
+    let c = config(vec![
+        stage("a", &["x"], "true", Some("now + duration('1h')")),
+        stage("b", &[], "offer.x > 2", None),
+    ]);
+    let mut e = Engine::new(&c);
+    let mut log = Vec::new();
+    let t = ts("2024-01-01T00:00:00Z");
+    let keep = |actions: Vec<Action>, log: &mut Vec<_>| {
+        for a in actions {
+            if let Action::Changelog(r) = a {
+                log.push(r);
+            }
+        }
+    };
+    keep(e.start(t), &mut log);
+    keep(e.apply(body("o1", json!({"x": 1})), t), &mut log);
+    keep(e.apply(body("o2", json!({"x": 3})), t), &mut log);
+    keep(e.apply(patch("o1", json!({"x": 4})), t), &mut log);
+    keep(e.apply(success("a/o2#1", 1, StageReply { version: Some(1), ..Default::default() }), t), &mut log);
+    let restored = Engine::restore(&c, |_| true, log.clone()).unwrap();
+    assert_eq!(restored.snapshot(), e.snapshot());
+    assert_eq!(restored.next_deadline(), e.next_deadline());
+    assert_eq!(restored.stage_stats(), e.stage_stats());
+}

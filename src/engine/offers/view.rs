@@ -1,0 +1,143 @@
+//! Read-only views of offers and stages for the admin API, the simulator
+//! and metrics.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::Offers;
+use crate::offer::Body;
+use crate::stage::{Lane, Phase};
+
+/// An offer with every stage's slot on it (`/offers/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OfferView {
+    /// Offer id.
+    pub id: String,
+    /// Current version: the `version` a stage state compare-and-set expects.
+    pub version: u64,
+    /// Current body.
+    pub body: Body,
+    /// When the current version was committed.
+    pub updated_at: Timestamp,
+    /// Stage runs are parked by the ping-pong guard until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<Timestamp>,
+    /// Stage name → slot, for every configured stage.
+    pub stages: BTreeMap<String, SlotView>,
+}
+
+/// A stage's slot on one offer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlotView {
+    /// Phase.
+    pub phase: Phase,
+    /// The stage's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+    /// The stage's timer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer: Option<Timestamp>,
+    /// The lane, while queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<Lane>,
+    /// The run in flight, or the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The version the run in flight works on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_version: Option<u64>,
+    /// Pass of the run in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass: Option<u64>,
+    /// Attempt of the run in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Consecutive failures.
+    pub failures: u32,
+    /// End of a backoff or park.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
+    /// Last error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Live figures of one stage on one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageStats {
+    /// Stage name.
+    pub stage: String,
+    /// Ready entries in the live lane.
+    pub live: usize,
+    /// Ready entries in the rescan lane.
+    pub rescan: usize,
+    /// Runs in flight.
+    pub running: u32,
+    /// This partition's share of `max_parallelism`.
+    pub share: u32,
+}
+
+impl Offers {
+    pub(in crate::engine) fn view(&self, id: &str) -> Option<OfferView> {
+        let rt = self.map.get(id)?;
+        let stages = self
+            .defs
+            .iter()
+            .enumerate()
+            .map(|(s, def)| {
+                let slot = rt.slot(s as u16).cloned().unwrap_or_default();
+                let running = slot.phase == Phase::Running;
+                let run = slot.run.as_ref().filter(|_| running);
+                let view = SlotView {
+                    phase: slot.phase,
+                    state: slot.state.clone(),
+                    timer: slot.timer,
+                    lane: (slot.phase == Phase::Queued).then_some(slot.lane),
+                    run_id: run.map(|r| r.run_id.clone()),
+                    run_version: run.map(|_| slot.run_version),
+                    pass: run.map(|r| r.pass),
+                    attempt: run.map(|r| r.attempt),
+                    failures: slot.failures,
+                    wake_at: slot.wake_at,
+                    last_error: slot.last_error.clone(),
+                };
+                (def.name.clone(), view)
+            })
+            .collect();
+        Some(OfferView {
+            id: id.to_string(),
+            version: rt.version,
+            body: rt.body.clone(),
+            updated_at: rt.updated_at,
+            parked_until: rt.guard.parked_until,
+            stages,
+        })
+    }
+
+    /// The run in flight of `stage` on `offer`: `(run id, pass, version)`.
+    pub(in crate::engine) fn current_run(&self, stage: &str, offer: &str) -> Option<(String, u64, u64)> {
+        let s = *self.by_name.get(stage)?;
+        let slot = self.map.get(offer)?.slot(s)?;
+        let run = slot.run.as_ref().filter(|_| slot.phase == Phase::Running)?;
+        Some((run.run_id.clone(), run.pass, slot.run_version))
+    }
+
+    pub(in crate::engine) fn stage_stats(&self) -> Vec<StageStats> {
+        self.defs
+            .iter()
+            .enumerate()
+            .map(|(s, def)| {
+                let (live, rescan) = self.queues[s].depth();
+                StageStats {
+                    stage: def.name.clone(),
+                    live,
+                    rescan,
+                    running: self.running[s],
+                    share: self.share[s],
+                }
+            })
+            .collect()
+    }
+}
