@@ -1,7 +1,8 @@
 //! Configuration: the TOML file users write, and its validated form.
 //!
 //! Reading happens in two steps: serde reads [`File`] (unknown keys are
-//! errors), then [`Config::validate`] compiles triggers and zones and checks
+//! errors), then [`parse`] validates it into a [`Config`]: it compiles
+//! triggers, zones and stage expressions and checks names, limits and
 //! references, so every error can name the file, line, task (or stage) and
 //! field.
 
@@ -503,7 +504,7 @@ pub struct Stage {
 }
 
 /// `[offers]`: settings shared by every offer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OffersSettings {
     /// The ping-pong guard.
     pub ping_pong: PingPong,
@@ -526,14 +527,6 @@ impl Default for PingPong {
             runs: 20,
             window: Duration::from_secs(60),
             park: Duration::from_secs(3600),
-        }
-    }
-}
-
-impl Default for OffersSettings {
-    fn default() -> Self {
-        OffersSettings {
-            ping_pong: PingPong::default(),
         }
     }
 }

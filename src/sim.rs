@@ -12,7 +12,8 @@ use crate::action::Action;
 use crate::changelog::ChangelogRecord;
 use crate::config::Config;
 use crate::ctl::ParamName;
-use crate::engine::{Command, Engine, Input, RunResult, TaskView};
+use crate::engine::{Command, Engine, Input, RunResult, StageReply, TaskView, TimerChange, Update};
+use crate::offer::{self, Body, Change, OfferChange};
 use crate::run::Status;
 
 /// Why the simulation stopped.
@@ -56,6 +57,57 @@ pub struct InputLine {
     /// An operator command.
     #[serde(default)]
     pub command: Option<Command>,
+    /// An offer change from outside.
+    #[serde(default)]
+    pub offer: Option<OfferInput>,
+}
+
+/// `{"id": …, "body": {…}}`, `{"id": …, "patch": {…}}` or `{"id": …, "deleted": true}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfferInput {
+    /// Offer id.
+    pub id: String,
+    /// The whole new body.
+    #[serde(default)]
+    pub body: Option<Body>,
+    /// A JSON merge patch (RFC 7396).
+    #[serde(default)]
+    pub patch: Option<Body>,
+    /// Delete the offer.
+    #[serde(default)]
+    pub deleted: bool,
+    /// Who made the change.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+impl OfferInput {
+    fn into_change(self, line: usize) -> Result<OfferChange, Error> {
+        let change = match (self.body, self.patch, self.deleted) {
+            (Some(mut body), None, false) => {
+                offer::normalize_body(&mut body);
+                Change::Body(body)
+            }
+            (None, Some(mut patch), false) => {
+                offer::normalize_body(&mut patch);
+                Change::Patch(patch)
+            }
+            (None, None, true) => Change::Deleted,
+            _ => {
+                return Err(Error::BadInput {
+                    line,
+                    message: "an `offer` needs exactly one of `body`, `patch`, `deleted: true`"
+                        .to_string(),
+                })
+            }
+        };
+        Ok(OfferChange {
+            offer_id: self.id,
+            change,
+            source: self.source,
+        })
+    }
 }
 
 /// `{"entity": …, "param": …, "value": …}`.
@@ -70,12 +122,36 @@ pub struct CtlInput {
     pub value: Timestamp,
 }
 
-/// `{"task": …, "status": "succeeded"|"failed", "error": …, "attempt": N}`.
+/// `{"task": …, "status": "succeeded"|"failed", "error": …, "attempt": N}`,
+/// or for a stage `{"stage": …, "offer": …, "status": …, "update": {…},
+/// "state": …, "timer": …}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Complete {
     /// The task.
-    pub task: String,
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The stage (with `offer`).
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// The offer (with `stage`).
+    #[serde(default)]
+    pub offer: Option<String>,
+    /// A JSON merge patch for the offer body.
+    #[serde(default)]
+    pub update: Option<Body>,
+    /// A whole new offer body.
+    #[serde(default)]
+    pub body: Option<Body>,
+    /// The stage's new state; `null` clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub state: Option<serde_json::Value>,
+    /// The stage's new timer; `null` clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub timer: Option<Option<Timestamp>>,
+    /// The version the result claims to be computed from (default: the run's).
+    #[serde(default)]
+    pub version: Option<u64>,
     /// Verdict.
     pub status: Status,
     /// Error text of a failure.
@@ -84,6 +160,15 @@ pub struct Complete {
     /// Answer with the run id and pass of this earlier attempt instead of the current one.
     #[serde(default)]
     pub attempt: Option<u32>,
+}
+
+/// Tells a field given as `null` (`Some(null)`) from a missing one (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// One output line: an action and when it happened.
@@ -106,6 +191,7 @@ pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
         input.ctl.is_some(),
         input.complete.is_some(),
         input.command.is_some(),
+        input.offer.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -113,7 +199,7 @@ pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
     if given != 1 {
         return Err(Error::BadInput {
             line,
-            message: "give exactly one of `ctl`, `complete`, `command`".to_string(),
+            message: "give exactly one of `ctl`, `complete`, `command`, `offer`".to_string(),
         });
     }
     Ok(input)
@@ -131,6 +217,8 @@ pub struct Simulator {
     attempts: HashMap<(String, u32), (String, u64)>,
     /// Task → `(run id, pass)` of its latest run command.
     current: HashMap<String, (String, u64)>,
+    /// `(stage, offer, attempt)` → `(run id, pass, version)` of every stage run command seen.
+    stage_attempts: HashMap<(String, String, u32), (String, u64, u64)>,
     now: Option<Timestamp>,
     started: bool,
 }
@@ -146,6 +234,7 @@ impl Simulator {
             ctl: BTreeMap::new(),
             attempts: HashMap::new(),
             current: HashMap::new(),
+            stage_attempts: HashMap::new(),
             now: None,
             started: false,
         }
@@ -176,28 +265,81 @@ impl Simulator {
                 value: c.value,
             }
         } else if let Some(c) = input.complete {
-            let known = match c.attempt {
-                Some(n) => self.attempts.get(&(c.task.clone(), n)),
-                None => self.current.get(&c.task),
-            };
-            // A task that never ran gets a run id that cannot match, so the
-            // engine's rejection path is what the scenario sees.
-            let (run_id, pass) = known
-                .cloned()
-                .unwrap_or_else(|| (crate::run::run_id(&c.task, 0), 0));
-            Input::Result(RunResult {
-                run_id,
-                pass,
-                status: c.status,
-                error: c.error,
-                stage: Default::default(),
-            })
+            Input::Result(self.result(c, line)?)
+        } else if let Some(o) = input.offer {
+            Input::Offer(o.into_change(line)?)
         } else {
             Input::Command(input.command.expect("parse_line checked one is set"))
         };
         let actions = self.engine.apply(engine_input, input.at);
         self.record(input.at, actions, &mut out);
+        // Work the input scheduled for now (a rescan's next chunks) happens now.
+        self.advance(input.at, &mut out);
         Ok(out)
+    }
+
+    /// The worker's reply a `complete` input stands for.
+    fn result(&self, c: Complete, line: usize) -> Result<RunResult, Error> {
+        let bad = |message: &str| Error::BadInput {
+            line,
+            message: message.to_string(),
+        };
+        match (c.task, c.stage, c.offer) {
+            (Some(task), None, None) => {
+                if c.update.is_some() || c.body.is_some() || c.state.is_some() || c.timer.is_some() {
+                    return Err(bad("`update`, `body`, `state` and `timer` are for stage results"));
+                }
+                let known = match c.attempt {
+                    Some(n) => self.attempts.get(&(task.clone(), n)),
+                    None => self.current.get(&task),
+                };
+                // A task that never ran gets a run id that cannot match, so the
+                // engine's rejection path is what the scenario sees.
+                let (run_id, pass) = known
+                    .cloned()
+                    .unwrap_or_else(|| (crate::run::run_id(&task, 0), 0));
+                let mut result = RunResult::new(run_id, pass, c.status);
+                result.error = c.error;
+                Ok(result)
+            }
+            (None, Some(stage), Some(offer)) => {
+                let known = match c.attempt {
+                    Some(n) => self
+                        .stage_attempts
+                        .get(&(stage.clone(), offer.clone(), n))
+                        .cloned(),
+                    None => self.engine.stage_run(&stage, &offer),
+                };
+                let (run_id, pass, version) = known.unwrap_or_else(|| {
+                    (crate::run::run_id(&format!("{stage}/{offer}"), 0), 0, 0)
+                });
+                let update = match (c.update, c.body) {
+                    (None, None) => None,
+                    (Some(mut patch), None) => {
+                        offer::normalize_body(&mut patch);
+                        Some(Update::Patch(patch))
+                    }
+                    (None, Some(mut body)) => {
+                        offer::normalize_body(&mut body);
+                        Some(Update::Body(body))
+                    }
+                    (Some(_), Some(_)) => return Err(bad("give `update` or `body`, not both")),
+                };
+                let mut result = RunResult::new(run_id, pass, c.status);
+                result.error = c.error;
+                result.stage = StageReply {
+                    version: Some(c.version.unwrap_or(version)),
+                    update,
+                    state: c.state.map(|mut s| {
+                        offer::normalize(&mut s);
+                        s
+                    }),
+                    timer: c.timer.map(|t| t.map_or(TimerChange::Clear, TimerChange::Set)),
+                };
+                Ok(result)
+            }
+            _ => Err(bad("a `complete` names a `task`, or a `stage` and an `offer`")),
+        }
     }
 
     /// Advances the clock to `until`, firing every timer due on the way at
@@ -247,7 +389,13 @@ impl Simulator {
                     self.current.insert(run.task.clone(), ids);
                 }
                 Action::Changelog(record) => self.log.push(record.clone()),
-                Action::Event(_) | Action::StageRun(_) | Action::OfferState(_) => {}
+                Action::StageRun(run) => {
+                    self.stage_attempts.insert(
+                        (run.stage.clone(), run.offer.clone(), run.attempt),
+                        (run.run_id.clone(), run.pass, run.version),
+                    );
+                }
+                Action::Event(_) | Action::OfferState(_) => {}
             }
             out.push(Output { at, action });
         }

@@ -35,6 +35,8 @@ use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::timers::Timers;
 
 #[cfg(test)]
+mod prop;
+#[cfg(test)]
 mod tests;
 
 pub use runs::{is_stage_run_id, parse_stage_run_id};
