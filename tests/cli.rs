@@ -170,3 +170,57 @@ fn stage_with_an_unknown_variable_exits_2_naming_the_column() {
         "{err}"
     );
 }
+
+#[test]
+fn the_offers_example_runs_as_the_readme_shows() {
+    let out = reactor(
+        &[
+            "simulate",
+            "-c",
+            "examples/offers.toml",
+            "-i",
+            "examples/offers.jsonl",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The README's walk-through, line by line: (kind, stage or cause or event).
+    let summary: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let what = match l["kind"].as_str().unwrap() {
+                "run" => l["run_id"].as_str().unwrap().to_string(),
+                "offer_state" => format!("v{} {}", l["version"], l["cause"].as_str().unwrap()),
+                _ => l["event"].as_str().unwrap().to_string(),
+            };
+            format!("{} {what}", l["at"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "2024-06-01T10:00:00Z v1 external",
+            "2024-06-01T10:00:00Z price/o1#1",
+            "2024-06-01T10:00:10Z v2 external",
+            "2024-06-01T10:00:20Z stale_version",
+            "2024-06-01T10:00:20Z price/o1#1",
+            "2024-06-01T10:00:25Z v3 stage:price",
+            "2024-06-01T10:00:25Z badge/o1#1",
+            "2024-06-01T10:00:30Z v4 stage:badge",
+            "2024-06-01T10:05:00Z v5 command",
+            "2024-06-01T10:05:00Z stage_state",
+            "2024-06-01T10:10:00Z rescan_progress",
+            "2024-06-01T10:10:00Z price/o1#2",
+            "2024-11-28T10:00:00Z expire/o1#1",
+            "2024-11-28T10:00:05Z v6 stage:expire",
+        ]
+    );
+}

@@ -249,6 +249,7 @@ fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
             runs: r.guard.runs,
             parked_until: ts(&r.guard.parked_until),
         }),
+        deleted: r.deleted,
     }
 }
 
@@ -307,6 +308,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
             .map(|(stage, s)| Ok((stage, slot(s)?)))
             .collect::<Result<_, DecodeError>>()?,
         guard,
+        deleted: m.deleted,
     })
 }
 
@@ -531,6 +533,7 @@ mod tests {
                 runs: 21,
                 parked_until: Some(ts("2024-06-01T01:00:00Z")),
             },
+            deleted: false,
         }
     }
 
@@ -558,6 +561,7 @@ mod tests {
             updated_at: ts("1969-07-20T20:17:40Z"),
             stages: Default::default(),
             guard: Guard::default(),
+            deleted: true,
         };
         let started = RescanRecord {
             filter: None,

@@ -25,6 +25,10 @@ pub struct OfferRecord {
     /// The ping-pong guard's counters.
     #[serde(default, skip_serializing_if = "Guard::is_default")]
     pub guard: Guard,
+    /// Deleted at `updated_at`; kept until the longest stage timeout has
+    /// passed so a re-created offer continues the version and run counters.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// A stage's slot on one offer.

@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use super::{OfferRt, Offers};
 use crate::action::{Action, Event, OfferState};
 use crate::offer::{self, Body, Change, OfferChange};
+use crate::run::add;
 use crate::stage::expr::Scope;
 use crate::stage::Lane;
 
@@ -18,15 +19,15 @@ impl Offers {
     pub(in crate::engine) fn on_change(&mut self, change: OfferChange, now: Timestamp) {
         let id = change.offer_id;
         let body = match change.change {
-            Change::Deleted => return self.delete(&id),
+            Change::Deleted => return self.delete(&id, now),
             Change::Body(body) => body,
             Change::Patch(patch) => {
                 let empty = Body::new();
-                let current = self.map.get(&id).map_or(&empty, |rt| &rt.body);
+                let current = self.live(&id).map_or(&empty, |rt| &rt.body);
                 offer::patched(current, &patch)
             }
         };
-        let old = self.map.get(&id).map(|rt| &rt.body);
+        let old = self.live(&id).map(|rt| &rt.body);
         if old == Some(&body) {
             return;
         }
@@ -38,7 +39,16 @@ impl Offers {
             updated_at: now,
             slots: Vec::new(),
             guard: Default::default(),
+            deleted: false,
         });
+        if rt.deleted {
+            // Re-created: the version and run counters go on from the grave.
+            rt.deleted = false;
+            self.timers.cancel(
+                add(rt.updated_at, self.grave_time.get()),
+                super::OfferTimer::Bury(id.clone()),
+            );
+        }
         rt.body = body;
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now);
         self.react(&id, &changed, is_new, None, now);
@@ -75,17 +85,52 @@ impl Offers {
         }
     }
 
+    /// The offer if it exists (not deleted).
+    pub(super) fn live(&self, id: &str) -> Option<&OfferRt> {
+        self.map.get(id).filter(|rt| !rt.deleted)
+    }
+
     /// Deletes an offer: its queue entries, timers and run are cancelled (a
-    /// late result is rejected), and a final `OfferState` says so.
-    fn delete(&mut self, id: &str) {
-        let Some(rt) = self.map.get(id) else { return };
-        let mut last = self.offer_state(id, EXTERNAL.to_string(), rt.body.keys().cloned().collect());
+    /// late result is rejected), and a final `OfferState` says so. The
+    /// record stays as a grave until the longest stage timeout has passed.
+    fn delete(&mut self, id: &str, now: Timestamp) {
+        let Some(rt) = self.live(id) else { return };
+        // Every field is removed; `changed_fields` is sorted like any other.
+        let removed = offer::changed_fields(Some(&rt.body), &Body::new());
+        let mut last = self.offer_state(id, EXTERNAL.to_string(), removed);
         last.version += 1;
         last.body = Body::new();
         last.states.clear();
         last.deleted = true;
         self.hide_queued(id);
-        let rt = self.map.remove(id).expect("checked above");
+        let grave_time = self.grave_time;
+        let rt = self.map.get_mut(id).expect("checked above");
+        let old = std::mem::replace(
+            rt,
+            OfferRt {
+                version: last.version,
+                body: Body::new(),
+                updated_at: now,
+                // Only the run counters survive, so run ids and passes never repeat.
+                slots: rt
+                    .slots
+                    .iter()
+                    .map(|(s, slot)| {
+                        let seqs = crate::stage::SlotRecord {
+                            run_seq: slot.run_seq,
+                            pass_seq: slot.pass_seq,
+                            ..Default::default()
+                        };
+                        (*s, seqs)
+                    })
+                    .collect(),
+                guard: Default::default(),
+                deleted: true,
+            },
+        );
+        self.timers
+            .arm(add(now, grave_time.get()), super::OfferTimer::Bury(id.to_string()));
+        let rt = old;
         for (s, slot) in &rt.slots {
             let key = id.to_string();
             if let Some(at) = slot.timer {
@@ -120,7 +165,7 @@ impl Offers {
         except: Option<u16>,
         now: Timestamp,
     ) {
-        let Some(rt) = self.map.get(id) else { return };
+        let Some(rt) = self.live(id) else { return };
         let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
         let mut decisions = Vec::new();
         for (s, def) in self.defs.iter().enumerate() {
@@ -150,7 +195,7 @@ impl Offers {
             }
             match timer {
                 None => {}
-                Some(Ok(at)) => self.set_timer(id, s, at),
+                Some(Ok(at)) => self.set_timer(id, s, at, now),
                 Some(Err(e)) => self.predicate_error(id, s, "timer", e.to_string()),
             }
         }

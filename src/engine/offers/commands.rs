@@ -60,7 +60,7 @@ impl Offers {
         now: Timestamp,
     ) {
         let Some(s) = self.stage_index(stage, id) else { return };
-        let Some(rt) = self.map.get_mut(id) else {
+        let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
             return self.rejected(stage, id, format!("unknown offer `{id}`"));
         };
         let applied = rt.version == expected;
@@ -85,7 +85,7 @@ impl Offers {
     /// Ends the offer's ping-pong park and gives its dead stages one more
     /// attempt (their failure counts start again).
     fn unpark_command(&mut self, id: &str, now: Timestamp) {
-        let Some(rt) = self.map.get_mut(id) else {
+        let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
             return self.rejected("", id, format!("unknown offer `{id}`"));
         };
         let dead: Vec<u16> = rt
@@ -121,7 +121,7 @@ impl Offers {
                 cursor: None,
                 checked: 0,
                 queued: 0,
-                total: self.map.len() as u64,
+                total: self.len() as u64,
                 errors: 0,
                 started_at: now,
             },
@@ -152,6 +152,9 @@ impl Offers {
         let mut wanted = Vec::new();
         for id in &ids {
             let rt = &self.map[id];
+            if rt.deleted {
+                continue;
+            }
             rescan.record.checked += 1;
             let state = rt.state(s);
             let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);

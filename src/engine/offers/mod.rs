@@ -71,6 +71,9 @@ struct OfferRt {
     /// Stage index → slot; only stages whose slot is not default.
     slots: Vec<(u16, SlotRecord)>,
     guard: Guard,
+    /// A grave: deleted at `updated_at`, kept for its version and run
+    /// counters until [`Offers::grave_time`] has passed.
+    deleted: bool,
 }
 
 impl OfferRt {
@@ -119,6 +122,8 @@ enum OfferTimer {
     Rate(u16),
     /// The stage's rescan continues.
     Rescan(u16),
+    /// A deleted offer's record is dropped.
+    Bury(String),
 }
 
 /// A rescan in progress, with its filter compiled.
@@ -164,6 +169,9 @@ pub(super) struct Offers {
     orphan_rescans: Vec<String>,
     out: Vec<Action>,
     counters: OfferCounters,
+    /// How long a deleted offer's record is kept: the longest stage timeout,
+    /// after which no result of a run from before the delete is current.
+    grave_time: Duration,
 }
 
 impl Offers {
@@ -208,6 +216,11 @@ impl Offers {
             orphan_rescans: Vec::new(),
             out: Vec::new(),
             counters: OfferCounters::default(),
+            grave_time: defs
+                .iter()
+                .map(|d| d.timeout)
+                .max()
+                .unwrap_or(Duration::from_secs(0)),
             defs,
         };
         offers.set_partition(0, 1);
@@ -230,9 +243,9 @@ impl Offers {
         !self.defs.is_empty()
     }
 
-    /// Number of offers in the shard.
+    /// Number of offers in the shard (not counting deleted ones).
     pub(super) fn len(&self) -> usize {
-        self.map.len()
+        self.map.values().filter(|rt| !rt.deleted).count()
     }
 
     pub(super) fn counters(&self) -> OfferCounters {
@@ -293,6 +306,7 @@ impl Offers {
                 updated_at: rt.updated_at,
                 stages,
                 guard: rt.guard.clone(),
+                deleted: rt.deleted,
             }))
         });
         ChangelogRecord {
@@ -377,8 +391,12 @@ impl Offers {
         }
     }
 
-    /// Sets (or clears) the stage's timer on the offer.
-    fn set_timer(&mut self, id: &str, s: u16, at: Option<Timestamp>) {
+    /// Sets (or clears) the stage's timer on the offer. A time already past
+    /// (a timer computed from old data, or a worker's late answer) is due at
+    /// once: it is stored as `now`, so whoever drives the clock fires it now
+    /// and never dispatches a run "in the past".
+    fn set_timer(&mut self, id: &str, s: u16, at: Option<Timestamp>, now: Timestamp) {
+        let at = at.map(|at| at.max(now));
         let Some(rt) = self.map.get_mut(id) else { return };
         let slot = rt.slot_mut(s);
         if slot.timer == at {
@@ -394,7 +412,14 @@ impl Offers {
         match timer {
             OfferTimer::Stage(s, id) => {
                 if let Some(rt) = self.map.get_mut(&id) {
-                    rt.slot_mut(s).timer = None;
+                    let slot = rt.slot_mut(s);
+                    if slot.phase == Phase::Running {
+                        // The run in flight was dispatched before the due
+                        // time: the wake-up stays on the slot, due, and is
+                        // served when the run ends (see `runs.rs`).
+                        return;
+                    }
+                    slot.timer = None;
                     self.dirty.insert(id.clone());
                     self.enqueue(&id, s, Lane::Live, now);
                 }
@@ -407,6 +432,12 @@ impl Offers {
                 self.pending.insert(s);
             }
             OfferTimer::Rescan(s) => self.rescan_step(s, now),
+            OfferTimer::Bury(id) => {
+                if self.map.get(&id).is_some_and(|rt| rt.deleted) {
+                    self.map.remove(&id);
+                    self.dirty.insert(id);
+                }
+            }
         }
     }
 

@@ -29,6 +29,7 @@ impl Offers {
                 updated_at: record.updated_at,
                 slots,
                 guard: record.guard.clone(),
+                deleted: record.deleted,
             },
         );
     }
@@ -86,6 +87,10 @@ impl Offers {
             }
             if let Some(until) = rt.guard.parked_until {
                 self.timers.arm(until, OfferTimer::Unpark(id.clone()));
+            }
+            if rt.deleted {
+                let at = crate::run::add(rt.updated_at, self.grave_time.get());
+                self.timers.arm(at, OfferTimer::Bury(id.clone()));
             }
         }
     }

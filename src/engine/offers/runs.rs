@@ -102,6 +102,11 @@ impl Offers {
         let body = rt.body.clone();
         let slot = rt.slot_mut(s);
         slot.pass_seq += 1;
+        if let Some(due) = slot.timer.filter(|at| *at <= now) {
+            // A pass sent at or after the stage's wake-up covers it.
+            self.timers.cancel(due, OfferTimer::Stage(s, id.to_string()));
+            slot.timer = None;
+        }
         if let Some(old) = &slot.run {
             self.timers
                 .cancel(old.deadline, OfferTimer::Run(s, id.to_string()));
@@ -200,8 +205,13 @@ impl Offers {
         slot.state = state;
         match result.stage.timer {
             None => {}
-            Some(TimerChange::Set(at)) => self.set_timer(id, s, Some(at)),
-            Some(TimerChange::Clear) => self.set_timer(id, s, None),
+            Some(TimerChange::Set(at)) => self.set_timer(id, s, Some(at), now),
+            Some(TimerChange::Clear) => self.set_timer(id, s, None, now),
+        }
+        // A wake-up that fell due while the run was out (and that the result
+        // did not replace): the stage runs again.
+        if self.take_due_timer(s, id, now) {
+            self.enqueue(id, s, Lane::Live, now);
         }
         if !changed.is_empty() || state_changed {
             let cause = format!("stage:{}", self.defs[s as usize].name);
@@ -238,6 +248,20 @@ impl Offers {
         }
     }
 
+    /// Clears the stage's timer on the offer if it is due; says whether it was.
+    fn take_due_timer(&mut self, s: u16, id: &str, now: Timestamp) -> bool {
+        let Some(slot) = self.map.get_mut(id).map(|rt| rt.slot_mut(s)) else {
+            return false;
+        };
+        let Some(due) = slot.timer.filter(|at| *at <= now) else {
+            return false;
+        };
+        self.timers.cancel(due, OfferTimer::Stage(s, id.to_string()));
+        slot.timer = None;
+        self.dirty.insert(id.to_string());
+        true
+    }
+
     /// Takes the run off the slot and frees its stage slot.
     fn end_run(&mut self, s: u16, id: &str) {
         let rt = self.map.get_mut(id).expect("present");
@@ -253,6 +277,9 @@ impl Offers {
     fn fail(&mut self, s: u16, id: &str, error: String, now: Timestamp) {
         let run = self.map[id].slot(s).and_then(|x| x.run.clone());
         self.end_run(s, id);
+        // A wake-up that fell due during the run is covered by the retry
+        // (or, once dead, by the operator's `unpark_offer`).
+        self.take_due_timer(s, id, now);
         let def = &self.defs[s as usize];
         let stage = def.name.clone();
         let rt = self.map.get_mut(id).expect("present");
@@ -314,18 +341,29 @@ impl Offers {
         else {
             return;
         };
-        let restart = self.defs[s as usize].restart_after_timeout;
+        // As for tasks (DESIGN §7): a timed-out pass is a failed attempt. It
+        // is re-dispatched at once under a new pass while attempts remain;
+        // the last one, or any with `restart_after_timeout = false`, goes
+        // through the retry policy, so a hung worker ends parked, then dead.
+        let def = &self.defs[s as usize];
+        let failures = self.map[id].slot(s).map_or(0, |slot| slot.failures);
+        let restart = def.restart_after_timeout && failures + 1 < def.retry.attempts;
+        let error = format!("timed out after {}", def.timeout);
         self.emit(Event::StageRunTimedOut {
-            stage: self.defs[s as usize].name.clone(),
+            stage: def.name.clone(),
             offer: id.to_string(),
             run_id: run.run_id.clone(),
             attempt: run.attempt,
             restarted: restart,
         });
         if restart {
-            self.issue(s, id, run.run_id, run.attempt, now);
+            let slot = self.map.get_mut(id).expect("running offers exist").slot_mut(s);
+            slot.failures += 1;
+            slot.last_error = Some(error);
+            let attempt = slot.failures + 1;
+            self.issue(s, id, run.run_id, attempt, now);
         } else {
-            self.fail(s, id, "timed out".to_string(), now);
+            self.fail(s, id, error, now);
         }
     }
 

@@ -269,3 +269,182 @@ fn restore_reproduces_the_shard() {
     assert_eq!(restored.next_deadline(), e.next_deadline());
     assert_eq!(restored.stage_stats(), e.stage_stats());
 }
+
+#[test]
+fn a_timeout_is_a_failed_attempt_and_escalates_like_a_task() {
+    let mut flaky = stage("slow", &["x"], "true", None);
+    flaky.retry = RetryPolicy {
+        attempts: 2,
+        backoff: Duration::from_secs(60),
+        tiers: vec![Duration::from_secs(600)],
+    };
+    let c = config(vec![flaky]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let a = e.apply(body("o1", json!({"x": 1})), t);
+    assert_eq!(runs(&a), [("slow".into(), "slow/o1#1".into(), 1, 1)]);
+    // First timeout: re-dispatched at once, same run, attempt 2, new pass.
+    let a = e.tick(ts("2024-01-01T00:01:00Z"));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StageRunTimedOut {
+            attempt: 1,
+            restarted: true,
+            ..
+        })
+    )));
+    let attempts: Vec<(u32, u64)> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::StageRun(r) => Some((r.attempt, r.pass)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attempts, [(2, 2)]);
+    // The timed-out pass answers late: stale.
+    let a = e.apply(
+        success("slow/o1#1", 1, StageReply::default()),
+        ts("2024-01-01T00:01:30Z"),
+    );
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StageResultRejected {
+            reason: crate::run::Rejection::StalePass,
+            ..
+        })
+    )));
+    // Second timeout: attempts are used up, so it is a failure: parked, not re-run forever.
+    let a = e.tick(ts("2024-01-01T00:02:00Z"));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StageRunTimedOut {
+            attempt: 2,
+            restarted: false,
+            ..
+        })
+    )));
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Event(Event::StageParked { tier: 1, .. }))));
+    assert!(runs(&a).is_empty());
+}
+
+#[test]
+fn deleting_an_offer_lists_its_removed_fields_sorted() {
+    let c = config(vec![stage("s", &["never"], "false", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    e.apply(body("o1", json!({"zeta": 1, "alpha": 2, "mid": 3})), t);
+    let a = e.apply(
+        Input::Offer(OfferChange {
+            offer_id: "o1".into(),
+            change: Change::Deleted,
+            source: None,
+        }),
+        t,
+    );
+    assert_eq!(
+        states(&a),
+        [(
+            2,
+            "external".into(),
+            vec!["alpha".into(), "mid".into(), "zeta".into()]
+        )]
+    );
+}
+
+#[test]
+fn a_timer_in_the_past_is_due_at_once() {
+    let c = config(vec![stage(
+        "expire",
+        &["status"],
+        "false",
+        Some("offer.status == 'active' ? timestamp(offer.published_at) + duration('4320h') : null"),
+    )]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-09-01T00:00:00Z");
+    e.start(t);
+    // Published long ago: the timer (2024-06-29) is already past.
+    let a = e.apply(
+        body(
+            "o1",
+            json!({"status": "active", "published_at": "2024-01-01T00:00:00Z"}),
+        ),
+        t,
+    );
+    assert!(runs(&a).is_empty());
+    // Due now, not at a time before the clock: a driver that ticks at the
+    // next deadline dispatches at `now` with a deadline after it.
+    assert_eq!(e.next_deadline(), Some(t));
+    let a = e.tick(t);
+    let deadline = a.iter().find_map(|x| match x {
+        Action::StageRun(r) => Some(r.deadline),
+        _ => None,
+    });
+    assert_eq!(deadline, Some(ts("2024-09-01T00:01:00Z")));
+}
+
+#[test]
+fn a_timer_due_while_its_stage_runs_wakes_it_after_the_run() {
+    let c = config(vec![stage("video", &["video"], "true", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-06-01T10:00:00Z");
+    e.start(t);
+    e.apply(body("o1", json!({"video": "a"})), t);
+    // The first run schedules the stage for 11:00.
+    let reply = StageReply {
+        timer: Some(TimerChange::Set(ts("2024-06-01T11:00:00Z"))),
+        ..Default::default()
+    };
+    e.apply(success("video/o1#1", 1, reply), ts("2024-06-01T10:00:10Z"));
+    // A change at 10:59:50 starts a run that is still going at 11:00.
+    let a = e.apply(
+        patch("o1", json!({"video": "b"})),
+        ts("2024-06-01T10:59:50Z"),
+    );
+    assert_eq!(runs(&a), [("video".into(), "video/o1#2".into(), 2, 2)]);
+    let a = e.tick(ts("2024-06-01T11:00:00Z"));
+    assert!(runs(&a).is_empty(), "one run per offer at a time");
+    // That run was dispatched before 11:00, so the wake-up is still owed:
+    // the stage runs again when it ends.
+    let a = e.apply(
+        success("video/o1#2", 2, StageReply::default()),
+        ts("2024-06-01T11:00:05Z"),
+    );
+    assert_eq!(runs(&a), [("video".into(), "video/o1#3".into(), 3, 2)]);
+    // A run dispatched at or after the due time covers it: no further run.
+    let a = e.apply(
+        success("video/o1#3", 3, StageReply::default()),
+        ts("2024-06-01T11:00:10Z"),
+    );
+    assert!(runs(&a).is_empty());
+    assert_eq!(e.offer_view("o1").unwrap().stages["video"].timer, None);
+}
+
+#[test]
+fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
+    let c = config(vec![stage("price", &["price"], "true", None)]);
+    let mut e = Engine::new(&c);
+    let t = ts("2024-01-01T00:00:00Z");
+    e.start(t);
+    let a = e.apply(body("o1", json!({"price": 100})), t);
+    assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
+    let a = e.apply(Input::Offer(OfferChange { offer_id: "o1".into(), change: Change::Deleted, source: None }), t);
+    assert_eq!(states(&a)[0].0, 2);
+    assert!(e.offer_view("o1").is_none());
+    let a = e.apply(body("o1", json!({"price": 100})), t);
+    assert_eq!(states(&a)[0].0, 3, "the version goes on after a delete");
+    assert_eq!(runs(&a), [("price".into(), "price/o1#2".into(), 2, 3)]);
+    // The worker of the run from before the delete answers: not this run.
+    let a = e.apply(success("price/o1#1", 1, StageReply { version: Some(3), ..update(json!({"x": 1})) }), t);
+    assert!(states(&a).is_empty());
+    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageResultRejected { .. }))));
+    // Once the longest timeout has passed, a deleted offer's record is gone.
+    e.apply(Input::Offer(OfferChange { offer_id: "o1".into(), change: Change::Deleted, source: None }), t);
+    let a = e.tick(ts("2024-01-01T00:01:00Z"));
+    assert!(a.iter().any(|x| matches!(x, Action::Changelog(r) if r.key == "o1" && r.value.is_none())));
+    let a = e.apply(body("o1", json!({"price": 1})), ts("2024-01-01T00:02:00Z"));
+    assert_eq!(states(&a)[0].0, 1);
+}

@@ -81,7 +81,7 @@ pub struct StageStats {
 
 impl Offers {
     pub(in crate::engine) fn view(&self, id: &str) -> Option<OfferView> {
-        let rt = self.map.get(id)?;
+        let rt = self.live(id)?;
         let stages = self
             .defs
             .iter()
@@ -119,7 +119,7 @@ impl Offers {
     /// The run in flight of `stage` on `offer`: `(run id, pass, version)`.
     pub(in crate::engine) fn current_run(&self, stage: &str, offer: &str) -> Option<(String, u64, u64)> {
         let s = *self.by_name.get(stage)?;
-        let slot = self.map.get(offer)?.slot(s)?;
+        let slot = self.live(offer)?.slot(s)?;
         let run = slot.run.as_ref().filter(|_| slot.phase == Phase::Running)?;
         Some((run.run_id.clone(), run.pass, slot.run_version))
     }
