@@ -286,7 +286,7 @@ pub enum Event {
         stage: String,
         /// The offer.
         offer: String,
-        /// `when`, `timer` or `rescan` (the rescan filter).
+        /// `when` or `timer` (a rescan counts its failures in `rescan_progress`).
         field: String,
         /// The evaluation error.
         error: String,
@@ -328,7 +328,7 @@ pub enum Event {
         queued: u64,
         /// Offers in the shard when the rescan started.
         total: u64,
-        /// Predicates that failed (counted as true) so far.
+        /// Expressions that failed so far (`when` counted as true, the filter as false).
         errors: u64,
         /// The rescan has checked every offer.
         done: bool,

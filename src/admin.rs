@@ -1,5 +1,5 @@
-//! The admin HTTP API: health, readiness, `/metrics`, and task queries over
-//! the shards this instance owns.
+//! The admin HTTP API: health, readiness, `/metrics`, and task, offer and
+//! stage queries over the shards this instance owns.
 //!
 //! The runtime owns the shards on its own thread and the server never
 //! touches them: it sends a [`Query`] with a one-shot reply channel and waits
@@ -13,6 +13,8 @@
 //! | `GET /metrics`     | Prometheus text exposition                                 |
 //! | `GET /tasks`       | JSON array of [`TaskSummary`]; `?state=running&pool=etl`   |
 //! | `GET /tasks/{id}`  | JSON [`TaskView`], 404 when another instance owns the task |
+//! | `GET /offers/{id}` | JSON [`OfferView`], 404 when this instance does not have it |
+//! | `GET /stages`      | JSON array of [`StageStats`] summed over the owned shards |
 //!
 //! Errors are JSON `{"error": "..."}`.
 
@@ -31,7 +33,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{TaskSummary, TaskView};
+use crate::engine::{OfferView, StageStats, TaskSummary, TaskView};
 use crate::task::TaskState;
 
 /// Where the admin API listens unless `--admin` says otherwise.
@@ -62,6 +64,20 @@ pub enum Query {
         /// Where to answer; `None` when no owned shard has the task.
         reply: oneshot::Sender<Option<TaskView>>,
     },
+    /// One offer with its stage slots, if owned here.
+    Offer {
+        /// Offer id.
+        id: String,
+        /// Where to answer; `None` when the owning shard is not here or has
+        /// no such offer.
+        reply: oneshot::Sender<Option<OfferView>>,
+    },
+    /// Every configured stage's queue depths and running runs, summed over
+    /// the shards this instance owns.
+    Stages {
+        /// Where to answer.
+        reply: oneshot::Sender<Vec<StageStats>>,
+    },
 }
 
 /// What the handlers share.
@@ -81,6 +97,10 @@ pub enum Error {
     /// No shard of this instance has the task (it may live on another).
     #[error("task {0} is not owned by this instance")]
     NotOwned(String),
+    /// No shard of this instance has the offer: another instance owns its
+    /// partition, or it does not exist.
+    #[error("offer {0} is not held by this instance (another instance owns its partition, or it does not exist)")]
+    OfferNotFound(String),
     /// `?state=` names no task state.
     #[error("unknown state {0:?}, expected one of: {states}", states = state_names())]
     BadState(String),
@@ -99,7 +119,9 @@ impl Error {
     /// The HTTP status of the error.
     pub fn status(&self) -> StatusCode {
         match self {
-            Error::NotOwned(_) | Error::NoRoute(_) => StatusCode::NOT_FOUND,
+            Error::NotOwned(_) | Error::OfferNotFound(_) | Error::NoRoute(_) => {
+                StatusCode::NOT_FOUND
+            }
             Error::BadState(_) => StatusCode::BAD_REQUEST,
             Error::Timeout(_) | Error::RuntimeGone => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -131,6 +153,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/tasks", get(tasks))
         .route("/tasks/{id}", get(task))
+        // Offer ids may contain `/`: the rest of the path is the id.
+        .route("/offers/{*id}", get(offer))
+        .route("/stages", get(stages))
         .fallback(|uri: Uri| async move { Error::NoRoute(uri.path().to_string()) })
         .with_state(state)
 }
@@ -216,6 +241,23 @@ async fn task(
         .ok_or(Error::NotOwned(id))
 }
 
+async fn offer(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+) -> Result<Json<OfferView>, Error> {
+    let asked = id.clone();
+    ask(&state.queries, |reply| Query::Offer { id: asked, reply })
+        .await?
+        .map(Json)
+        .ok_or(Error::OfferNotFound(id))
+}
+
+async fn stages(State(state): State<AdminState>) -> Result<Json<Vec<StageStats>>, Error> {
+    Ok(Json(
+        ask(&state.queries, |reply| Query::Stages { reply }).await?,
+    ))
+}
+
 /// Sends a query and waits for its answer, both within [`QUERY_TIMEOUT`]:
 /// a full channel means a busy runtime, which deserves the same 503.
 async fn ask<T>(
@@ -261,6 +303,11 @@ timeout = "10m"
 [[task]]
 id = "report"
 trigger = "delta(dwh/b, 1min)"
+
+[[stage]]
+name = "price"
+when = "offer.status == 'active'"
+max_parallelism = 4
 "#;
 
     struct Reply {
@@ -318,6 +365,13 @@ trigger = "delta(dwh/b, 1min)"
         let mut engine = Engine::new(&loaded.config);
         let now = ts("2024-05-01T10:00:00Z");
         engine.apply_ctl("raw", "a", ts("2024-05-01T09:00:00Z"), now);
+        let body = serde_json::json!({"status": "active", "price": 100});
+        let change = crate::offer::OfferChange {
+            offer_id: "shop/o1".to_string(),
+            change: crate::offer::Change::Body(body.as_object().unwrap().clone()),
+            source: None,
+        };
+        engine.apply(crate::engine::Input::Offer(change), now);
         let (queries, mut rx) = mpsc::channel(8);
         std::thread::spawn(move || {
             while let Some(query) = rx.blocking_recv() {
@@ -327,6 +381,12 @@ trigger = "delta(dwh/b, 1min)"
                     }
                     Query::Task { id, reply } => {
                         let _ = reply.send(engine.task_view(&id, now));
+                    }
+                    Query::Offer { id, reply } => {
+                        let _ = reply.send(engine.offer_view(&id));
+                    }
+                    Query::Stages { reply } => {
+                        let _ = reply.send(engine.stage_stats());
                     }
                 }
             }
@@ -471,11 +531,42 @@ trigger = "delta(dwh/b, 1min)"
     }
 
     #[tokio::test]
+    async fn shows_one_offer_and_the_stages() {
+        let server = start(runtime()).await;
+        // The id has a slash: the rest of the path is the id.
+        let reply = get(server.addr, "/offers/shop/o1").await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let view = reply.json();
+        assert_eq!(view["id"], "shop/o1");
+        assert_eq!(view["version"], 1);
+        assert_eq!(view["body"]["price"], 100);
+        assert_eq!(view["stages"]["price"]["phase"], "running");
+        assert_eq!(view["stages"]["price"]["run_version"], 1);
+
+        let missing = get(server.addr, "/offers/nope").await;
+        assert_eq!(missing.status, 404);
+        assert!(missing.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("offer nope is not held by this instance"));
+
+        let stages = get(server.addr, "/stages").await;
+        assert_eq!(stages.status, 200);
+        assert_eq!(
+            stages.json(),
+            serde_json::json!([
+                {"stage": "price", "live": 0, "rescan": 0, "running": 1, "share": 4}
+            ])
+        );
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn unavailable_runtime_is_503() {
         let (queries, rx) = mpsc::channel(1);
         drop(rx);
         let server = start(queries).await;
-        for path in ["/tasks", "/tasks/load"] {
+        for path in ["/tasks", "/tasks/load", "/offers/o1", "/stages"] {
             let reply = get(server.addr, path).await;
             assert_eq!(reply.status, 503, "{path}");
             assert_eq!(

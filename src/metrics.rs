@@ -7,7 +7,8 @@
 //!
 //! The engine is pure and counts nothing itself; the shell feeds this module
 //! what the engine returned ([`record_actions`], [`record_result`],
-//! [`record_engine`], [`record_tasks`]) and emits the notable events of the
+//! [`record_engine`], [`record_tasks`], [`record_offer_counters`],
+//! [`record_stages`]) and emits the notable events of the
 //! I/O side ([`DeadLetter`], [`TransactionAborted`], [`Rebalance`], …), each
 //! of which logs and counts in one call.
 
@@ -22,9 +23,10 @@ use metrics::{
 };
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
-use crate::action::{Action, Event};
-use crate::engine::{PoolStats, RunResult, Stats, TaskSummary};
+use crate::action::{Action, Event, OfferState};
+use crate::engine::{OfferCounters, PoolStats, RunResult, StageStats, Stats, TaskSummary};
 use crate::run::Status;
+use crate::stage::Lane;
 use crate::task::TaskState;
 
 /// Records read from input topics, by `topic`.
@@ -33,18 +35,49 @@ pub const EVENTS_CONSUMED: &str = "reactor_events_consumed_total";
 pub const TRIGGERS_EVALUATED: &str = "reactor_triggers_evaluated_total";
 /// Trigger evaluations that queued a task.
 pub const TRIGGERS_FIRED: &str = "reactor_triggers_fired_total";
-/// Run commands sent to workers (first attempts, retries and re-dispatches).
+/// Run commands sent to workers (first attempts, retries and re-dispatches),
+/// by `kind` (`task`, `stage`; stage runs also by `stage`).
 pub const RUNS_DISPATCHED: &str = "reactor_runs_dispatched_total";
-/// Runs whose success was applied.
+/// Runs whose success was applied, by `kind` (stage runs also by `stage`).
 pub const RUNS_SUCCEEDED: &str = "reactor_runs_succeeded_total";
-/// Failed attempts, by what follows (`next`: `backoff`, `parked`, `dead`).
+/// Failed attempts, by `kind` and what follows (`next`: `backoff`,
+/// `parked`, `dead`; stage runs also by `stage`).
 pub const RUNS_FAILED: &str = "reactor_runs_failed_total";
-/// Passes that got no result before their deadline.
+/// Passes that got no result before their deadline, by `kind` (stage runs
+/// also by `stage`).
 pub const RUNS_TIMED_OUT: &str = "reactor_runs_timed_out_total";
-/// Results not applied, by `reason` ([`crate::run::Rejection::as_str`]).
+/// Results not applied, by `kind` and `reason`
+/// ([`crate::run::Rejection::as_str`]). No `stage` label: a rejected result
+/// may name any stage.
 pub const RESULTS_REJECTED: &str = "reactor_results_rejected_total";
-/// Operator commands that could not be applied.
+/// Operator commands that could not be applied, by `kind` (`task`, `stage`).
 pub const COMMANDS_REJECTED: &str = "reactor_commands_rejected_total";
+/// Offer changes committed (each bumped a version and published an
+/// `OfferState`), by `cause` (`external`, `stage`, `command`, `deleted`).
+pub const OFFER_CHANGES_COMMITTED: &str = "reactor_offer_changes_committed_total";
+/// Stage results computed from an old offer version (discarded, re-run), by `stage`.
+pub const STALE_VERSIONS: &str = "reactor_stale_versions_total";
+/// Stage `when` / `timer` expressions that failed to evaluate, by `stage` and `field`.
+pub const PREDICATE_ERRORS: &str = "reactor_predicate_errors_total";
+/// Stage `when` predicates evaluated (changes and rescans).
+pub const PREDICATES_EVALUATED: &str = "reactor_predicates_evaluated_total";
+/// Offers parked by the ping-pong guard, by the `stage` whose run was refused.
+pub const PING_PONG: &str = "reactor_ping_pong_total";
+/// Stage state compare-and-set commands, by `applied` (`true`, `false`).
+pub const STAGE_STATE_SETS: &str = "reactor_stage_state_sets_total";
+/// Offers a stage's current rescan has checked, by `stage` and `partition`.
+pub const RESCAN_CHECKED: &str = "reactor_rescan_checked";
+/// Offers a stage's current rescan has queued, by `stage` and `partition`.
+pub const RESCAN_QUEUED: &str = "reactor_rescan_queued";
+/// Offers in the partition when the stage's current rescan started, by
+/// `stage` and `partition`.
+pub const RESCAN_TOTAL: &str = "reactor_rescan_total";
+/// Stage queue entries ready to dispatch, by `stage` and `lane` (`live`, `rescan`).
+pub const STAGE_QUEUED: &str = "reactor_stage_queued";
+/// Stage runs in flight, by `stage`.
+pub const STAGE_RUNNING: &str = "reactor_stage_running";
+/// Offers held by the shards of this instance.
+pub const OFFERS: &str = "reactor_offers";
 /// Tasks without a success within their `expect_every`.
 pub const SLA_MISSED: &str = "reactor_sla_missed_total";
 /// CTL values that moved backwards.
@@ -57,7 +90,7 @@ pub const POOL_RUNNING: &str = "reactor_pool_running";
 pub const TASKS: &str = "reactor_tasks";
 /// Seconds since the last success, per `task`.
 pub const TASK_SECONDS_SINCE_SUCCESS: &str = "reactor_task_seconds_since_success";
-/// From the input record that caused a dispatch to the dispatch.
+/// From the input record that caused a dispatch to the dispatch, by `kind`.
 pub const DISPATCH_LATENCY: &str = "reactor_dispatch_latency_seconds";
 /// Time to commit one Kafka transaction.
 pub const TRANSACTION_COMMIT: &str = "reactor_transaction_commit_seconds";
@@ -117,33 +150,89 @@ pub fn describe() {
     describe_counter!(
         RUNS_DISPATCHED,
         Unit::Count,
-        "Run commands sent to workers."
+        "Run commands sent to workers, by kind (and stage)."
     );
     describe_counter!(
         RUNS_SUCCEEDED,
         Unit::Count,
-        "Runs whose success was applied."
+        "Runs whose success was applied, by kind (and stage)."
     );
     describe_counter!(
         RUNS_FAILED,
         Unit::Count,
-        "Failed attempts, by what follows (backoff, parked, dead)."
+        "Failed attempts, by kind (and stage) and what follows (backoff, parked, dead)."
     );
     describe_counter!(
         RUNS_TIMED_OUT,
         Unit::Count,
-        "Passes without a result before their deadline."
+        "Passes without a result before their deadline, by kind (and stage)."
     );
     describe_counter!(
         RESULTS_REJECTED,
         Unit::Count,
-        "Run results not applied, by reason."
+        "Run results not applied, by kind and reason."
     );
     describe_counter!(
         COMMANDS_REJECTED,
         Unit::Count,
-        "Operator commands not applied."
+        "Operator commands not applied, by kind."
     );
+    describe_counter!(
+        OFFER_CHANGES_COMMITTED,
+        Unit::Count,
+        "Offer changes committed, by cause (external, stage, command, deleted)."
+    );
+    describe_counter!(
+        STALE_VERSIONS,
+        Unit::Count,
+        "Stage results computed from an old offer version (discarded and re-run), by stage."
+    );
+    describe_counter!(
+        PREDICATE_ERRORS,
+        Unit::Count,
+        "Stage expressions that failed to evaluate, by stage and field."
+    );
+    describe_counter!(
+        PREDICATES_EVALUATED,
+        Unit::Count,
+        "Stage when predicates evaluated."
+    );
+    describe_counter!(
+        PING_PONG,
+        Unit::Count,
+        "Offers parked by the ping-pong guard, by stage."
+    );
+    describe_counter!(
+        STAGE_STATE_SETS,
+        Unit::Count,
+        "Stage state compare-and-set commands, by applied."
+    );
+    describe_gauge!(
+        RESCAN_CHECKED,
+        Unit::Count,
+        "Offers the stage's current rescan has checked, by stage and partition."
+    );
+    describe_gauge!(
+        RESCAN_QUEUED,
+        Unit::Count,
+        "Offers the stage's current rescan has queued, by stage and partition."
+    );
+    describe_gauge!(
+        RESCAN_TOTAL,
+        Unit::Count,
+        "Offers in the partition when the stage's rescan started, by stage and partition."
+    );
+    describe_gauge!(
+        STAGE_QUEUED,
+        Unit::Count,
+        "Stage queue entries ready to dispatch, by stage and lane."
+    );
+    describe_gauge!(
+        STAGE_RUNNING,
+        Unit::Count,
+        "Stage runs in flight, by stage."
+    );
+    describe_gauge!(OFFERS, Unit::Count, "Offers held by this instance.");
     describe_counter!(
         SLA_MISSED,
         Unit::Count,
@@ -169,7 +258,7 @@ pub fn describe() {
     describe_histogram!(
         DISPATCH_LATENCY,
         Unit::Seconds,
-        "From the input record that caused a dispatch to the dispatch."
+        "From the input record that caused a dispatch to the dispatch, by kind."
     );
     describe_histogram!(
         TRANSACTION_COMMIT,
@@ -240,36 +329,38 @@ pub fn install() -> Result<PrometheusHandle, Error> {
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
-/// Counts what a batch of engine actions contains: dispatches and each kind
-/// of event.
+/// `kind` label of task runs.
+const TASK: &str = "task";
+/// `kind` label of stage runs.
+const STAGE: &str = "stage";
+
+/// Counts what a batch of engine actions of shard `partition` contains:
+/// dispatches, committed offer changes and each kind of event.
 ///
 /// Successes leave no action behind; count them with [`record_result`].
 /// Each `CtlMovedBack` event names one affected task; a move is counted once
 /// per batch, however many tasks it touched.
-pub fn record_actions(actions: &[Action]) {
+pub fn record_actions(partition: i32, actions: &[Action]) {
     let mut moved_back = HashSet::new();
     for action in actions {
         let event = match action {
             Action::Run(_) => {
-                counter!(RUNS_DISPATCHED).increment(1);
+                counter!(RUNS_DISPATCHED, "kind" => TASK).increment(1);
+                continue;
+            }
+            Action::StageRun(run) => {
+                counter!(RUNS_DISPATCHED, "kind" => STAGE, "stage" => run.stage.clone())
+                    .increment(1);
+                continue;
+            }
+            Action::OfferState(state) => {
+                counter!(OFFER_CHANGES_COMMITTED, "cause" => cause_kind(state)).increment(1);
                 continue;
             }
             Action::Event(event) => event,
             Action::Changelog(_) => continue,
-            Action::StageRun(_) | Action::OfferState(_) => todo!("stage metrics"),
         };
         match event {
-            Event::StageResultRejected { .. }
-            | Event::StageRunTimedOut { .. }
-            | Event::StageRunFailed { .. }
-            | Event::StageParked { .. }
-            | Event::StageDead { .. }
-            | Event::StaleVersion { .. }
-            | Event::PredicateError { .. }
-            | Event::PingPong { .. }
-            | Event::StageState { .. }
-            | Event::RescanProgress { .. }
-            | Event::StageCommandRejected { .. } => todo!("stage event metrics"),
             Event::CtlMovedBack {
                 entity,
                 param,
@@ -282,15 +373,96 @@ pub fn record_actions(actions: &[Action]) {
                 }
             }
             Event::ResultRejected { reason, .. } => {
-                counter!(RESULTS_REJECTED, "reason" => reason.as_str()).increment(1);
+                counter!(RESULTS_REJECTED, "kind" => TASK, "reason" => reason.as_str())
+                    .increment(1);
             }
-            Event::RunTimedOut { .. } => counter!(RUNS_TIMED_OUT).increment(1),
-            Event::RunFailed { .. } => counter!(RUNS_FAILED, "next" => "backoff").increment(1),
-            Event::Parked { .. } => counter!(RUNS_FAILED, "next" => "parked").increment(1),
-            Event::Dead { .. } => counter!(RUNS_FAILED, "next" => "dead").increment(1),
+            Event::RunTimedOut { .. } => counter!(RUNS_TIMED_OUT, "kind" => TASK).increment(1),
+            Event::RunFailed { .. } => {
+                counter!(RUNS_FAILED, "kind" => TASK, "next" => "backoff").increment(1);
+            }
+            Event::Parked { .. } => {
+                counter!(RUNS_FAILED, "kind" => TASK, "next" => "parked").increment(1);
+            }
+            Event::Dead { .. } => {
+                counter!(RUNS_FAILED, "kind" => TASK, "next" => "dead").increment(1);
+            }
             Event::SlaMissed { .. } => counter!(SLA_MISSED).increment(1),
-            Event::CommandRejected { .. } => counter!(COMMANDS_REJECTED).increment(1),
+            Event::CommandRejected { .. } => {
+                counter!(COMMANDS_REJECTED, "kind" => TASK).increment(1);
+            }
+            Event::StageResultRejected { reason, .. } => {
+                counter!(RESULTS_REJECTED, "kind" => STAGE, "reason" => reason.as_str())
+                    .increment(1);
+            }
+            Event::StageRunTimedOut { stage, .. } => {
+                counter!(RUNS_TIMED_OUT, "kind" => STAGE, "stage" => stage.clone()).increment(1);
+            }
+            Event::StageRunFailed { stage, .. } => stage_failed(stage, "backoff"),
+            Event::StageParked { stage, .. } => stage_failed(stage, "parked"),
+            Event::StageDead { stage, .. } => stage_failed(stage, "dead"),
+            Event::StaleVersion { stage, .. } => {
+                counter!(STALE_VERSIONS, "stage" => stage.clone()).increment(1);
+            }
+            Event::PredicateError { stage, field, .. } => {
+                counter!(PREDICATE_ERRORS, "stage" => stage.clone(), "field" => field.clone())
+                    .increment(1);
+            }
+            Event::PingPong {
+                offer,
+                stage,
+                runs,
+                until,
+                ..
+            } => PingPong {
+                offer,
+                stage,
+                runs: *runs,
+                until: *until,
+            }
+            .emit(),
+            Event::StageState { applied, .. } => {
+                let applied = if *applied { "true" } else { "false" };
+                counter!(STAGE_STATE_SETS, "applied" => applied).increment(1);
+            }
+            Event::RescanProgress {
+                stage,
+                checked,
+                queued,
+                total,
+                errors,
+                done,
+            } => RescanProgress {
+                partition,
+                stage,
+                checked: *checked,
+                queued: *queued,
+                total: *total,
+                errors: *errors,
+                done: *done,
+            }
+            .emit(),
+            Event::StageCommandRejected { .. } => {
+                counter!(COMMANDS_REJECTED, "kind" => STAGE).increment(1);
+            }
         }
+    }
+}
+
+fn stage_failed(stage: &str, next: &'static str) {
+    counter!(RUNS_FAILED, "kind" => STAGE, "stage" => stage.to_string(), "next" => next)
+        .increment(1);
+}
+
+/// The `cause` label of a committed offer change.
+fn cause_kind(state: &OfferState) -> &'static str {
+    if state.deleted {
+        "deleted"
+    } else if state.cause.starts_with("stage:") {
+        "stage"
+    } else if state.cause == "command" {
+        "command"
+    } else {
+        "external"
     }
 }
 
@@ -298,17 +470,30 @@ pub fn record_actions(actions: &[Action]) {
 /// returned for it (alongside [`record_actions`], which counts failures).
 ///
 /// A successful result counts unless the engine rejected it, so a late or
-/// duplicate success is not counted twice.
+/// duplicate success is not counted twice; a stage result computed from an
+/// old offer version (`stale_version`: discarded and re-run) does not count
+/// either.
 pub fn record_result(result: &RunResult, actions: &[Action]) {
     if result.status != Status::Succeeded {
         return;
     }
-    let rejected = actions.iter().any(|a| {
-        matches!(a, Action::Event(Event::ResultRejected { run_id, pass, .. })
-            if *run_id == result.run_id && *pass == result.pass)
+    let discarded = actions.iter().any(|a| match a {
+        Action::Event(
+            Event::ResultRejected { run_id, pass, .. }
+            | Event::StageResultRejected { run_id, pass, .. },
+        ) => *run_id == result.run_id && *pass == result.pass,
+        Action::Event(Event::StaleVersion { run_id, .. }) => *run_id == result.run_id,
+        _ => false,
     });
-    if !rejected {
-        counter!(RUNS_SUCCEEDED).increment(1);
+    if discarded {
+        return;
+    }
+    match crate::engine::parse_stage_run_id(&result.run_id) {
+        // Accepted, so the stage is a configured one: a bounded label.
+        Some((stage, _)) => {
+            counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => stage.to_string()).increment(1);
+        }
+        None => counter!(RUNS_SUCCEEDED, "kind" => TASK).increment(1),
     }
 }
 
@@ -317,8 +502,10 @@ pub fn record_result(result: &RunResult, actions: &[Action]) {
 pub fn record_dispatch_latency(actions: &[Action], caused_at: Timestamp, now: Timestamp) {
     let seconds = now.duration_since(caused_at).as_secs_f64().max(0.0);
     for action in actions {
-        if let Action::Run(_) = action {
-            histogram!(DISPATCH_LATENCY).record(seconds);
+        match action {
+            Action::Run(_) => histogram!(DISPATCH_LATENCY, "kind" => TASK).record(seconds),
+            Action::StageRun(_) => histogram!(DISPATCH_LATENCY, "kind" => STAGE).record(seconds),
+            _ => {}
         }
     }
 }
@@ -363,6 +550,40 @@ pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
             gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => task.id.clone()).set(age);
         }
     }
+}
+
+/// Exports one shard's offer counters (as [`record_engine`] does for the
+/// tasks: `previous` holds what was already exported and is advanced to `now`).
+pub fn record_offer_counters(previous: &mut OfferCounters, now: OfferCounters) {
+    counter!(PREDICATES_EVALUATED).increment(now.evaluated.saturating_sub(previous.evaluated));
+    *previous = now;
+}
+
+/// Exports each stage's queue depths and running runs, and the offers held.
+///
+/// Pass the figures of every shard this instance owns in one call: stages
+/// live on every shard, so the gauges are instance totals (sum over
+/// instances in queries).
+pub fn record_stages(shards: &[Vec<StageStats>], offers: usize) {
+    let mut totals: Vec<StageStats> = Vec::new();
+    for stats in shards.iter().flatten() {
+        match totals.iter_mut().find(|t| t.stage == stats.stage) {
+            Some(t) => {
+                t.live += stats.live;
+                t.rescan += stats.rescan;
+                t.running += stats.running;
+            }
+            None => totals.push(stats.clone()),
+        }
+    }
+    for t in &totals {
+        gauge!(STAGE_QUEUED, "stage" => t.stage.clone(), "lane" => Lane::Live.as_str())
+            .set(t.live as f64);
+        gauge!(STAGE_QUEUED, "stage" => t.stage.clone(), "lane" => Lane::Rescan.as_str())
+            .set(t.rescan as f64);
+        gauge!(STAGE_RUNNING, "stage" => t.stage.clone()).set(f64::from(t.running));
+    }
+    gauge!(OFFERS).set(offers as f64);
 }
 
 /// Sets readiness: the flag the admin API serves and the [`READY`] gauge
@@ -524,6 +745,85 @@ impl ShardRestored {
     }
 }
 
+/// The ping-pong guard parked an offer: its stages ran too often in the window.
+#[derive(Debug, Clone, Copy)]
+pub struct PingPong<'a> {
+    /// The offer.
+    pub offer: &'a str,
+    /// The stage whose run was refused.
+    pub stage: &'a str,
+    /// Runs counted in the window.
+    pub runs: u32,
+    /// Stage runs of the offer resume then (or on `unpark_offer`).
+    pub until: Timestamp,
+}
+
+impl PingPong<'_> {
+    /// Logs a warning (an operator may want to look at the stages) and counts it.
+    pub fn emit(&self) {
+        tracing::warn!(
+            offer = self.offer,
+            stage = self.stage,
+            runs = self.runs,
+            until = %self.until,
+            "ping-pong: offer parked"
+        );
+        counter!(PING_PONG, "stage" => self.stage.to_string()).increment(1);
+    }
+}
+
+/// A step of a stage rescan over one shard.
+#[derive(Debug, Clone, Copy)]
+pub struct RescanProgress<'a> {
+    /// The shard.
+    pub partition: i32,
+    /// The stage.
+    pub stage: &'a str,
+    /// Offers checked so far.
+    pub checked: u64,
+    /// Offers queued so far.
+    pub queued: u64,
+    /// Offers in the shard when the rescan started.
+    pub total: u64,
+    /// Predicates that failed so far.
+    pub errors: u64,
+    /// Every offer checked.
+    pub done: bool,
+}
+
+impl RescanProgress<'_> {
+    /// Logs (at info when done, debug before) and sets the rescan gauges of
+    /// the stage on this shard.
+    pub fn emit(&self) {
+        if self.done {
+            tracing::info!(
+                partition = self.partition,
+                stage = self.stage,
+                checked = self.checked,
+                queued = self.queued,
+                errors = self.errors,
+                "rescan done"
+            );
+        } else {
+            tracing::debug!(
+                partition = self.partition,
+                stage = self.stage,
+                checked = self.checked,
+                queued = self.queued,
+                total = self.total,
+                "rescan progress"
+            );
+        }
+        let labels = [
+            ("stage", self.stage.to_string()),
+            ("partition", self.partition.to_string()),
+        ];
+        gauge!(RESCAN_CHECKED, &labels).set(self.checked as f64);
+        gauge!(RESCAN_QUEUED, &labels).set(self.queued as f64);
+        gauge!(RESCAN_TOTAL, &labels).set(self.total as f64);
+    }
+}
+
 /// The broker could not be reached; the shell retries with backoff.
 #[derive(Clone, Copy)]
 pub struct BrokerUnavailable<'a> {
@@ -621,7 +921,7 @@ mod tests {
                 error: "boom".to_string(),
             }),
         ];
-        record_actions(&actions);
+        record_actions(0, &actions);
         record_result(
             &RunResult {
                 stage: Default::default(),
@@ -698,11 +998,11 @@ mod tests {
 
         let text = handle.render();
         for needle in [
-            "# HELP reactor_runs_dispatched_total Run commands sent to workers.",
+            "# HELP reactor_runs_dispatched_total Run commands sent to workers, by kind (and stage).",
             "# TYPE reactor_dispatch_latency_seconds histogram",
-            "reactor_dispatch_latency_seconds_bucket{le=\"2.5\"}",
-            "reactor_results_rejected_total{reason=\"stale_pass\"}",
-            "reactor_runs_failed_total{next=\"dead\"}",
+            "reactor_dispatch_latency_seconds_bucket{kind=\"task\",le=\"2.5\"}",
+            "reactor_results_rejected_total{kind=\"task\",reason=\"stale_pass\"}",
+            "reactor_runs_failed_total{kind=\"task\",next=\"dead\"}",
             "reactor_ctl_moved_back_total",
             "reactor_transaction_commit_seconds_bucket{le=\"0.005\"}",
             "reactor_restore_seconds_count",
@@ -759,10 +1059,219 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             record_result(&result, &rejected);
             record_result(&result, &[]);
-            record_actions(&[moved_back("a"), moved_back("b"), moved_back("c")]);
+            record_actions(0, &[moved_back("a"), moved_back("b"), moved_back("c")]);
         });
         let text = handle.render();
-        assert_eq!(sample(&text, RUNS_SUCCEEDED), Some(1.0), "{text}");
+        let succeeded = format!("{RUNS_SUCCEEDED}{{kind=\"task\"}}");
+        assert_eq!(sample(&text, &succeeded), Some(1.0), "{text}");
         assert_eq!(sample(&text, CTL_MOVED_BACK), Some(1.0), "{text}");
+    }
+
+    fn stage_result(pass: u64) -> RunResult {
+        RunResult {
+            stage: Default::default(),
+            run_id: "price/o1#1".to_string(),
+            pass,
+            status: Status::Succeeded,
+            error: None,
+        }
+    }
+
+    fn offer_state(cause: &str, deleted: bool) -> Action {
+        Action::OfferState(OfferState {
+            offer: "o1".to_string(),
+            version: 2,
+            body: Default::default(),
+            cause: cause.to_string(),
+            changed_fields: Vec::new(),
+            states: BTreeMap::new(),
+            deleted,
+        })
+    }
+
+    #[test]
+    fn stage_actions_and_results() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let stage_run = Action::StageRun(crate::action::StageRunCommand {
+            stage: "price".to_string(),
+            offer: "o1".to_string(),
+            run_id: "price/o1#1".to_string(),
+            attempt: 1,
+            pass: 1,
+            version: 1,
+            body: Default::default(),
+            state: None,
+            deadline: ts("2024-01-01T01:00:00Z"),
+            topic: "stage.price.runs".to_string(),
+        });
+        let stale = Action::Event(Event::StaleVersion {
+            stage: "price".to_string(),
+            offer: "o1".to_string(),
+            run_id: "price/o1#1".to_string(),
+            computed_from: 1,
+            current: 2,
+        });
+        let rejected = Action::Event(Event::StageResultRejected {
+            stage: "price".to_string(),
+            offer: "o1".to_string(),
+            run_id: "price/o1#1".to_string(),
+            pass: 3,
+            reason: Rejection::StalePass,
+        });
+        let events = [
+            Event::PredicateError {
+                stage: "price".to_string(),
+                offer: "o1".to_string(),
+                field: "when".to_string(),
+                error: "no such key".to_string(),
+            },
+            Event::PingPong {
+                offer: "o1".to_string(),
+                stage: "price".to_string(),
+                runs: 20,
+                window: crate::duration::Duration::from_secs(60),
+                until: ts("2024-01-01T01:00:00Z"),
+            },
+            Event::StageRunTimedOut {
+                stage: "price".to_string(),
+                offer: "o1".to_string(),
+                run_id: "price/o1#1".to_string(),
+                attempt: 1,
+                restarted: true,
+            },
+            Event::StageDead {
+                stage: "price".to_string(),
+                offer: "o1".to_string(),
+                attempts: 3,
+                error: "boom".to_string(),
+            },
+            Event::RescanProgress {
+                stage: "price".to_string(),
+                checked: 7,
+                queued: 3,
+                total: 9,
+                errors: 0,
+                done: false,
+            },
+            Event::StageState {
+                stage: "price".to_string(),
+                offer: "o1".to_string(),
+                expected: 1,
+                version: 2,
+                applied: true,
+            },
+            Event::StageCommandRejected {
+                stage: "nope".to_string(),
+                offer: String::new(),
+                reason: "unknown stage".to_string(),
+            },
+        ];
+        metrics::with_local_recorder(&recorder, || {
+            let mut actions = vec![
+                stage_run.clone(),
+                stale.clone(),
+                rejected.clone(),
+                offer_state("external", false),
+                offer_state("stage:price", false),
+                offer_state("command", false),
+                offer_state("external", true),
+            ];
+            actions.extend(events.iter().cloned().map(Action::Event));
+            record_actions(3, &actions);
+            // Discarded (stale version) and rejected results are no successes.
+            record_result(&stage_result(1), &[stale]);
+            record_result(&stage_result(3), &[rejected]);
+            record_result(&stage_result(2), &[]);
+            record_dispatch_latency(
+                &[stage_run],
+                ts("2024-01-01T00:00:00Z"),
+                ts("2024-01-01T00:00:01Z"),
+            );
+            record_stages(
+                &[
+                    vec![StageStats {
+                        stage: "price".to_string(),
+                        live: 2,
+                        rescan: 5,
+                        running: 1,
+                        share: 4,
+                    }],
+                    vec![StageStats {
+                        stage: "price".to_string(),
+                        live: 1,
+                        rescan: 0,
+                        running: 3,
+                        share: 4,
+                    }],
+                ],
+                11,
+            );
+            let mut previous = OfferCounters::default();
+            record_offer_counters(
+                &mut previous,
+                OfferCounters {
+                    committed: 4,
+                    evaluated: 6,
+                    predicate_errors: 1,
+                },
+            );
+        });
+        let text = handle.render();
+        let check = |series: &str, value: f64| {
+            assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
+        };
+        check(
+            "reactor_runs_dispatched_total{kind=\"stage\",stage=\"price\"}",
+            1.0,
+        );
+        check(
+            "reactor_runs_succeeded_total{kind=\"stage\",stage=\"price\"}",
+            1.0,
+        );
+        check(
+            "reactor_runs_timed_out_total{kind=\"stage\",stage=\"price\"}",
+            1.0,
+        );
+        check(
+            "reactor_runs_failed_total{kind=\"stage\",stage=\"price\",next=\"dead\"}",
+            1.0,
+        );
+        check(
+            "reactor_results_rejected_total{kind=\"stage\",reason=\"stale_pass\"}",
+            1.0,
+        );
+        for cause in ["external", "stage", "command", "deleted"] {
+            check(
+                &format!("reactor_offer_changes_committed_total{{cause=\"{cause}\"}}"),
+                1.0,
+            );
+        }
+        check("reactor_stale_versions_total{stage=\"price\"}", 1.0);
+        check(
+            "reactor_predicate_errors_total{stage=\"price\",field=\"when\"}",
+            1.0,
+        );
+        check("reactor_ping_pong_total{stage=\"price\"}", 1.0);
+        check("reactor_stage_state_sets_total{applied=\"true\"}", 1.0);
+        check("reactor_commands_rejected_total{kind=\"stage\"}", 1.0);
+        check(
+            "reactor_rescan_checked{stage=\"price\",partition=\"3\"}",
+            7.0,
+        );
+        check(
+            "reactor_rescan_queued{stage=\"price\",partition=\"3\"}",
+            3.0,
+        );
+        check("reactor_rescan_total{stage=\"price\",partition=\"3\"}", 9.0);
+        check("reactor_stage_queued{stage=\"price\",lane=\"live\"}", 3.0);
+        check("reactor_stage_queued{stage=\"price\",lane=\"rescan\"}", 5.0);
+        check("reactor_stage_running{stage=\"price\"}", 4.0);
+        check("reactor_offers", 11.0);
+        check("reactor_predicates_evaluated_total", 6.0);
+        check(
+            "reactor_dispatch_latency_seconds_count{kind=\"stage\"}",
+            1.0,
+        );
     }
 }

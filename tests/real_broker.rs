@@ -44,12 +44,23 @@ fn last_seen_recorded(records: &[support::Record], task: &str, value: Timestamp)
     })
 }
 
+/// The `price` stage on active offers, with a run topic unique to the test.
+fn price_stage(kafka: &support::TestKafka) -> String {
+    format!(
+        "[[stage]]\nname = \"price\"\nwhen = \"offer.status == 'active'\"\n\
+         topic = \"{}.price.runs\"\ntimeout = \"1m\"\n",
+        kafka.prefix
+    )
+}
+
 #[test]
 fn reactor_creates_its_missing_topics_with_a_compacted_changelog() {
     let kafka = real::kafka("topics");
-    let config = real::config(&kafka, TASKS, 3);
+    let config = real::config(&kafka, &format!("{TASKS}\n{}", price_stage(&kafka)), 3);
     let t = config.kafka.topics.clone();
-    let all = t.all().map(|(_, name)| name);
+    // Its own topics (offer topics included) and the stage's run topic.
+    let mut all: Vec<&str> = t.all().map(|(_, name)| name).to_vec();
+    all.extend(config.stage_topics());
     let before = real::partition_counts(&kafka);
     assert!(all.iter().all(|name| !before.contains_key(*name)));
 
@@ -464,5 +475,113 @@ fn a_python_client_drives_reactor_in_json() {
             .is_empty(),
         "a record of the Python client went to dead letters"
     );
+    instance.stop();
+}
+
+#[test]
+fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
+    let kafka = real::kafka("offers");
+    let mut config = real::config(&kafka, &price_stage(&kafka), 2);
+    config.kafka.formats.runs = Format::Json;
+    config.kafka.formats.offer_state = Format::Json;
+    let t = config.kafka.topics.clone();
+    let stage_topic = config.stages[0].topic.clone();
+    assert!(!real::partition_counts(&kafka).contains_key(&stage_topic));
+    // Reactor creates every topic itself, the stage's run topic included.
+    kafka.create_topics(&config, 2);
+    assert_eq!(
+        real::wait_for_topic(&kafka, &stage_topic),
+        config.kafka.partitions
+    );
+    let instance = kafka.start(&config, "a", 2);
+    instance.wait_ready(WAIT);
+
+    // A stage worker in plain Rust: reads its run topic (read_committed),
+    // answers in JSON to the reply topic, keyed by the reply key.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let reader = kafka.reader(&stage_topic);
+        let producer = kafka.producer();
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut answered = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for record in reader.read_until(Duration::from_millis(200), |_| false) {
+                    let payload = record.payload.as_deref().expect("a run command");
+                    assert_eq!(payload.first(), Some(&b'{'), "runs are JSON");
+                    let wire = codec::to_json(codec::MessageKind::RunCommand, payload).unwrap();
+                    let run = codec::decode_stage_run_command(payload).unwrap();
+                    if answered.contains(&(run.run_id.clone(), run.pass)) {
+                        continue; // a re-read, not a new dispatch
+                    }
+                    answered.push((run.run_id.clone(), run.pass));
+                    let price = run.body["price"].as_i64().unwrap();
+                    let result = reactor::engine::RunResult {
+                        run_id: run.run_id.clone(),
+                        pass: run.pass,
+                        status: reactor::run::Status::Succeeded,
+                        error: None,
+                        stage: reactor::engine::StageReply {
+                            version: Some(run.version),
+                            update: Some(reactor::engine::Update::Patch(
+                                serde_json::json!({"price_predicted": price + 18})
+                                    .as_object()
+                                    .unwrap()
+                                    .clone(),
+                            )),
+                            state: Some(serde_json::json!({"model": 3})),
+                            timer: None,
+                        },
+                    };
+                    let reply_key = wire["reply_key"].as_str().unwrap();
+                    let reply_topic = wire["reply_topic"].as_str().unwrap();
+                    let payload = codec::encode_run_result(&result, reply_key, Format::Json);
+                    real::send(&producer, reply_topic, reply_key, &payload);
+                }
+            }
+            answered
+        })
+    };
+
+    let producer = kafka.producer();
+    real::send(
+        &producer,
+        &t.offers,
+        "o1",
+        br#"{"offer_id":"o1","body":{"status":"active","price":100}}"#,
+    );
+    // The support reader is read_committed: only committed transactions show.
+    let reader = kafka.reader(&t.offer_state);
+    let mut records = Vec::new();
+    let until = Instant::now() + WAIT;
+    let states = loop {
+        records.extend(reader.read_until(Duration::from_millis(500), |_| false));
+        let mut seen = std::collections::BTreeSet::new();
+        let states: Vec<reactor::action::OfferState> = records
+            .iter()
+            .filter(|r| seen.insert((r.partition, r.offset)))
+            .map(|r| {
+                let payload = r.payload.as_deref().unwrap();
+                assert_eq!(payload.first(), Some(&b'{'), "offer states are JSON");
+                codec::decode_offer_state(payload).unwrap().0
+            })
+            .collect();
+        if states.iter().any(|s| s.version == 2) || Instant::now() > until {
+            break states;
+        }
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered = worker.join().expect("the worker");
+    assert_eq!(answered, [("price/o1#1".to_string(), 1)]);
+    let summary: Vec<(u64, &str)> = states
+        .iter()
+        .map(|s| (s.version, s.cause.as_str()))
+        .collect();
+    assert_eq!(summary, [(1, "external"), (2, "stage:price")], "{states:?}");
+    let committed = &states[1];
+    assert_eq!(committed.offer, "o1");
+    assert_eq!(committed.changed_fields, ["price_predicted"]);
+    assert_eq!(committed.body["price_predicted"], 118);
+    assert_eq!(committed.states["price"], serde_json::json!({"model": 3}));
     instance.stop();
 }

@@ -1,4 +1,4 @@
-//! Topic checks at start: create what is missing (the changelog compacted),
+//! Topic checks at start: create what is missing (the changelog and CTL compacted),
 //! and refuse to run when co-partitioned topics disagree on partition count.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,9 +37,10 @@ pub fn partition_counts(
         .collect())
 }
 
-/// Makes sure every topic Reactor uses exists and that the co-partitioned
-/// ones (results, commands, changelog) have the same partition count, which
-/// it returns: the number of shards.
+/// Makes sure every topic Reactor uses exists (its own, the run topics of
+/// tasks and stages, the offer topics) and that the co-partitioned ones
+/// (results, commands, changelog, offer changes) have the same partition
+/// count, which it returns: the number of shards.
 pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
     let admin: AdminClient<DefaultClientContext> = clients
         .base()
@@ -57,20 +58,28 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
         (t.results.clone(), shards, false),
         (t.commands.clone(), shards, false),
         (t.changelog.clone(), shards, true),
+        (t.offers.clone(), shards, false),
         (t.ctl.clone(), k.partitions, true),
         (t.runs.clone(), k.partitions, false),
         (t.events.clone(), k.partitions, false),
         (t.dead.clone(), k.partitions, false),
+        (t.offer_state.clone(), k.partitions, false),
     ];
     for task in &config.tasks {
         if let Some(topic) = &task.topic {
             wanted.push((topic.clone(), k.partitions, false));
         }
     }
-    // One entry per name (a task may reuse a standard topic as its run topic).
+    for topic in config.stage_topics() {
+        wanted.push((topic.to_string(), k.partitions, false));
+    }
+    // One entry per name (a task or stage may reuse a standard topic as its
+    // run topic); the first entry of a name wins, so a co-partitioned topic
+    // keeps the shard count.
     let missing: Vec<(String, i32, bool)> = wanted
         .into_iter()
         .filter(|(name, _, _)| !counts.contains_key(name))
+        .rev()
         .map(|(name, n, compact)| (name, (n, compact)))
         .collect::<BTreeMap<_, _>>()
         .into_iter()

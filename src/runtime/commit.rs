@@ -192,7 +192,7 @@ impl Runtime {
         }
     }
 
-    /// Engine counters, pool gauges and task staleness, at most every
+    /// Engine counters, pool and stage gauges and task staleness, at most every
     /// [`METRICS_INTERVAL`]: listing every task is not for every commit.
     fn export_metrics(&mut self) {
         if self.metrics_at.elapsed() < METRICS_INTERVAL {
@@ -201,14 +201,20 @@ impl Runtime {
         self.metrics_at = Instant::now();
         let now = self.now();
         let mut tasks = Vec::new();
+        let mut stages = Vec::with_capacity(self.shards.len());
+        let mut offers = 0;
         for shard in self.shards.values_mut() {
             metrics::record_engine(
                 &mut shard.stats,
                 shard.engine.stats(),
                 &shard.engine.pool_stats(),
             );
+            metrics::record_offer_counters(&mut shard.offer_stats, shard.engine.offer_counters());
             tasks.extend(shard.engine.task_summaries());
+            stages.push(shard.engine.stage_stats());
+            offers += shard.engine.offer_count();
         }
         metrics::record_tasks(&tasks, now);
+        metrics::record_stages(&stages, offers);
     }
 }

@@ -1,7 +1,8 @@
-//! Inputs: worker results and operator commands from the group, CTL changes
-//! from the global table. Undecodable records become dead letters; records
-//! that reached the wrong partition (a producer without the murmur2
-//! partitioner) are forwarded to the owning one in the same transaction.
+//! Inputs: offer changes, worker results and operator commands from the
+//! group, CTL changes from the global table. Undecodable records become dead
+//! letters; records that reached the wrong partition (a producer without the
+//! murmur2 partitioner) are forwarded to the owning one in the same
+//! transaction.
 
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ use rdkafka::Message;
 use super::output::{self, OutRecord};
 use super::{Error, Runtime, MAX_DEFERRED_DEAD, MAX_POLL_BATCH};
 use crate::codec;
-use crate::engine::Input;
+use crate::engine::{is_stage_run_id, parse_stage_run_id, Input, Target};
+use crate::kafka::partition_for;
 use crate::metrics;
 
 impl Runtime {
@@ -50,12 +52,16 @@ impl Runtime {
         let topic = m.topic().to_string();
         self.offsets.insert((topic.clone(), p), m.offset() + 1);
         metrics::record_consumed(&topic, 1);
-        let payload = m.payload().unwrap_or_default();
         let topics = &self.options.config.kafka.topics;
-        let decoded = if topic == topics.results {
-            codec::decode_run_result(payload).map(Input::Result)
+        let decoded = if topic == topics.offers {
+            codec::decode_offer_change(m.key(), m.payload()).map(Input::Offer)
         } else {
-            codec::decode_command(payload).map(Input::Command)
+            let payload = m.payload().unwrap_or_default();
+            if topic == topics.results {
+                codec::decode_run_result(payload).map(Input::Result)
+            } else {
+                codec::decode_command(payload).map(Input::Command)
+            }
         };
         let input = match decoded {
             Ok(input) => input,
@@ -83,36 +89,27 @@ impl Runtime {
                 return Ok(());
             }
         };
-        let task = match &input {
-            Input::Result(r) => crate::run::parse_run_id(&r.run_id).map(|(t, _)| t.to_string()),
-            Input::Command(c) => match c.target() {
-                crate::engine::Target::Task(t) => Some(t.to_string()),
-                _ => todo!("routing offer commands"),
-            },
-            Input::Ctl { .. } | Input::Offer(_) => None,
-        };
-        if let Some(owner) = task.as_deref().and_then(|t| self.owners.get(t).copied()) {
-            if owner != p {
-                let forward = OutRecord {
-                    topic: topic.clone(),
-                    partition: Some(owner),
-                    key: m.key().unwrap_or_default().to_vec(),
-                    payload: m.payload().map(<[u8]>::to_vec),
-                    headers: Vec::new(),
-                };
-                tracing::debug!(
-                    topic,
-                    from = p,
-                    to = owner,
-                    "forwarding a record to the partition that owns its task"
-                );
-                self.shards
-                    .get_mut(&p)
-                    .expect("checked above")
-                    .pending
-                    .push(forward);
-                return Ok(());
-            }
+        let owner = self.owner(&input, p);
+        if owner != p {
+            let forward = OutRecord {
+                topic: topic.clone(),
+                partition: Some(owner),
+                key: m.key().unwrap_or_default().to_vec(),
+                payload: m.payload().map(<[u8]>::to_vec),
+                headers: Vec::new(),
+            };
+            tracing::debug!(
+                topic,
+                from = p,
+                to = owner,
+                "forwarding a record to the partition that owns its key"
+            );
+            self.shards
+                .get_mut(&p)
+                .expect("checked above")
+                .pending
+                .push(forward);
+            return Ok(());
         }
         let now = self.now();
         let settings = &self.options.config.kafka;
@@ -122,7 +119,7 @@ impl Runtime {
             _ => None,
         };
         let actions = shard.engine.apply(input, now);
-        metrics::record_actions(&actions);
+        metrics::record_actions(p, &actions);
         if let Some(result) = result {
             metrics::record_result(&result, &actions);
         }
@@ -131,6 +128,36 @@ impl Runtime {
         }
         output::encode(&actions, p, settings, now, &mut shard.pending);
         Ok(())
+    }
+
+    /// The shard that owns `input`, which arrived on partition `arrived`:
+    /// offers (and their stage results and commands) by the offer id's
+    /// murmur2 partition, tasks by their pool's, and a shard-wide command
+    /// (a rescan, sent to every partition) by where it arrived. A result or
+    /// command naming an unknown task stays where it arrived: its shard
+    /// rejects it.
+    fn owner(&self, input: &Input, arrived: i32) -> i32 {
+        let partitions = self.options.partitions;
+        let offer = |id: &str| partition_for(id.as_bytes(), partitions);
+        let task = |id: &str| self.owners.get(id).copied().unwrap_or(arrived);
+        match input {
+            Input::Offer(change) => offer(&change.offer_id),
+            Input::Result(r) => {
+                if let Some((_, id)) = parse_stage_run_id(&r.run_id) {
+                    offer(id)
+                } else if is_stage_run_id(&r.run_id) {
+                    arrived
+                } else {
+                    crate::run::parse_run_id(&r.run_id).map_or(arrived, |(t, _)| task(t))
+                }
+            }
+            Input::Command(c) => match c.target() {
+                Target::Task(t) => task(t),
+                Target::Offer(id) => offer(id),
+                Target::Shard => arrived,
+            },
+            Input::Ctl { .. } => arrived,
+        }
     }
 
     /// Applies up to a batch of CTL changes; returns how many came.
@@ -214,7 +241,7 @@ impl Runtime {
             if actions.is_empty() {
                 continue;
             }
-            metrics::record_actions(&actions);
+            metrics::record_actions(p, &actions);
             if let Some(at) = at {
                 metrics::record_dispatch_latency(&actions, at, now);
             }

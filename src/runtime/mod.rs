@@ -1,5 +1,6 @@
 //! The Kafka runtime: one logical thread driving every shard this instance
-//! owns. Each loop polls the group inputs (results, commands) and the global
+//! owns. Each loop polls the group inputs (offer changes, results, commands)
+//! and the global
 //! CTL table, applies them to the owning shard's engine, fires due timers,
 //! answers admin queries and, every commit interval, commits everything the
 //! shards decided together with the input offsets in one Kafka transaction.
@@ -33,7 +34,7 @@ use crate::admin::Query;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::ctl::CtlTable;
-use crate::engine::{Engine, Stats};
+use crate::engine::{Engine, OfferCounters, StageStats, Stats};
 use crate::kafka::{partition_for, Clients, Error, ReaderContext};
 
 use context::{DeliveryContext, GroupContext};
@@ -78,7 +79,10 @@ pub struct Options {
 struct Shard {
     engine: Engine,
     pending: Vec<OutRecord>,
+    /// Engine counters already exported.
     stats: Stats,
+    /// Offer counters already exported.
+    offer_stats: OfferCounters,
 }
 
 /// The runtime of one instance (see the module docs).
@@ -167,7 +171,7 @@ impl Runtime {
         let t = &runtime.options.config.kafka.topics;
         runtime
             .group
-            .subscribe(&[t.results.as_str(), t.commands.as_str()])
+            .subscribe(&[t.results.as_str(), t.commands.as_str(), t.offers.as_str()])
             .map_err(|e| Error::client("subscribing to the input topics", e))?;
         Ok(runtime)
     }
@@ -289,10 +293,39 @@ impl Runtime {
         for (&p, shard) in &mut self.shards {
             if shard.engine.next_deadline().is_some_and(|d| d <= now) {
                 let actions = shard.engine.tick(now);
-                crate::metrics::record_actions(&actions);
+                crate::metrics::record_actions(p, &actions);
                 output::encode(&actions, p, settings, now, &mut shard.pending);
             }
         }
+    }
+
+    /// Every configured stage's queue depths and running counts, summed
+    /// over the shards this instance owns (zero when it owns none).
+    fn stage_totals(&self) -> Vec<StageStats> {
+        let mut totals: Vec<StageStats> = self
+            .options
+            .config
+            .stages
+            .iter()
+            .map(|s| StageStats {
+                stage: s.name.clone(),
+                live: 0,
+                rescan: 0,
+                running: 0,
+                share: 0,
+            })
+            .collect();
+        for shard in self.shards.values() {
+            for stats in shard.engine.stage_stats() {
+                if let Some(total) = totals.iter_mut().find(|t| t.stage == stats.stage) {
+                    total.live += stats.live;
+                    total.rescan += stats.rescan;
+                    total.running += stats.running;
+                    total.share += stats.share;
+                }
+            }
+        }
+        totals
     }
 
     fn answer_queries(&mut self) {
@@ -318,6 +351,18 @@ impl Runtime {
                         .values()
                         .find_map(|s| s.engine.task_view(&id, now));
                     let _ = reply.send(view);
+                }
+                Query::Offer { id, reply } => {
+                    // Only the owning shard can have it; no need to ask the others.
+                    let owner = partition_for(id.as_bytes(), self.options.partitions);
+                    let view = self
+                        .shards
+                        .get(&owner)
+                        .and_then(|s| s.engine.offer_view(&id));
+                    let _ = reply.send(view);
+                }
+                Query::Stages { reply } => {
+                    let _ = reply.send(self.stage_totals());
                 }
             }
         }

@@ -33,7 +33,31 @@ pub fn encode(
     let topics = &settings.topics;
     for action in actions {
         out.push(match action {
-            Action::StageRun(_) | Action::OfferState(_) => todo!("stage outputs"),
+            Action::StageRun(run) => OutRecord {
+                topic: run.topic.clone(),
+                partition: None,
+                // Keyed by the offer: a worker's reply (keyed alike) comes
+                // back to the partition that owns the offer.
+                key: run.offer.as_bytes().to_vec(),
+                payload: Some(codec::encode_stage_run_command(
+                    run,
+                    &topics.results,
+                    now,
+                    settings.formats.runs,
+                )),
+                headers: Vec::new(),
+            },
+            Action::OfferState(state) => OutRecord {
+                topic: topics.offer_state.clone(),
+                partition: None,
+                key: state.offer.as_bytes().to_vec(),
+                payload: Some(codec::encode_offer_state(
+                    state,
+                    now,
+                    settings.formats.offer_state,
+                )),
+                headers: Vec::new(),
+            },
             Action::Run(run) => OutRecord {
                 topic: run.topic.clone().unwrap_or_else(|| topics.runs.clone()),
                 partition: None,

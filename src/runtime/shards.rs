@@ -84,6 +84,9 @@ impl Runtime {
             topic: topic.clone(),
             message: format!("partition {p}: {e}"),
         })?;
+        // Each stage's limits are split over the partitions: set before
+        // `start`, which dispatches.
+        engine.set_partition(p as u32, partitions as u32);
         for (_, name, value) in self.table.iter() {
             if let Some(value) = value {
                 engine.load_ctl(name, value);
@@ -91,16 +94,18 @@ impl Runtime {
         }
         let now = self.now();
         let actions = engine.start(now);
-        metrics::record_actions(&actions);
+        metrics::record_actions(p, &actions);
         let mut pending = Vec::new();
         output::encode(&actions, p, settings, now, &mut pending);
         let stats = engine.stats();
+        let offer_stats = engine.offer_counters();
         self.shards.insert(
             p,
             Shard {
                 engine,
                 pending,
                 stats,
+                offer_stats,
             },
         );
         metrics::ShardRestored {

@@ -114,7 +114,7 @@ pub struct RescanRecord {
     pub queued: u64,
     /// Offers in the shard when the rescan started.
     pub total: u64,
-    /// Predicates that failed (counted as true).
+    /// Expressions that failed (`when` counted as true, the filter as false).
     pub errors: u64,
     /// When the rescan started.
     pub started_at: Timestamp,

@@ -83,8 +83,16 @@ impl TestKafka {
 
     /// A configuration with unique topic and group names and test-friendly timeouts.
     pub fn config(&self, tasks_toml: &str, partitions: i32, exactly_once: bool) -> Config {
+        let text = self.config_text(tasks_toml, partitions, exactly_once);
+        reactor::config::parse(&text, "test.toml")
+            .expect("test config")
+            .config
+    }
+
+    /// The TOML text of [`TestKafka::config`] (e.g. to write to a file for the CLI).
+    pub fn config_text(&self, tasks_toml: &str, partitions: i32, exactly_once: bool) -> String {
         let p = &self.prefix;
-        let text = format!(
+        format!(
             r#"
 {tasks_toml}
 
@@ -103,16 +111,15 @@ runs = "{p}.runs"
 events = "{p}.events"
 dead = "{p}.dead"
 changelog = "{p}.changelog"
+offers = "{p}.offers"
+offer_state = "{p}.offer_state"
 
 [kafka.librdkafka]
 "session.timeout.ms" = "6000"
 "heartbeat.interval.ms" = "500"
 "#,
             brokers = self.brokers
-        );
-        reactor::config::parse(&text, "test.toml")
-            .expect("test config")
-            .config
+        )
     }
 
     /// Creates every topic of `config` with `partitions` partitions (the mock
@@ -120,7 +127,8 @@ changelog = "{p}.changelog"
     pub fn create_topics(&self, config: &Config, partitions: i32) {
         let t = &config.kafka.topics;
         if let Some(mock) = &self.mock {
-            for (_, topic) in t.all() {
+            let stage_topics = config.stage_topics();
+            for topic in t.all().into_iter().map(|(_, t)| t).chain(stage_topics) {
                 mock.create_topic(topic, partitions, 1)
                     .expect("create topic");
             }
@@ -146,7 +154,7 @@ changelog = "{p}.changelog"
     /// Starts one Reactor instance.
     pub fn start(&self, config: &Config, instance: &str, partitions: i32) -> Instance {
         let ready = Arc::new(AtomicBool::new(false));
-        let (_tx, rx) = tokio::sync::mpsc::channel(8);
+        let (queries, rx) = tokio::sync::mpsc::channel(8);
         let options = Options {
             config: Arc::new(config.clone()),
             clients: self.clients(),
@@ -161,6 +169,7 @@ changelog = "{p}.changelog"
         Instance {
             handle: Some(supervisor::spawn(options)),
             ready,
+            queries,
         }
     }
 
@@ -172,6 +181,38 @@ changelog = "{p}.changelog"
     /// Produces one record and waits for it.
     pub fn send(&self, topic: &str, key: &str, payload: &[u8]) {
         let producer = self.producer();
+        producer
+            .send(BaseRecord::to(topic).key(key).payload(payload))
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(10)).expect("flush");
+    }
+
+    /// Produces one record to an explicit partition (as a producer with
+    /// another partitioner might) and waits for it.
+    pub fn send_to(&self, topic: &str, partition: i32, key: &str, payload: &[u8]) {
+        let producer = self.producer();
+        producer
+            .send(
+                BaseRecord::to(topic)
+                    .partition(partition)
+                    .key(key)
+                    .payload(payload),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(10)).expect("flush");
+    }
+
+    /// Produces one record with `producer` and waits for it (for tests that
+    /// send many records: one producer, not one per record).
+    pub fn send_with(
+        &self,
+        producer: &ThreadedProducer<DefaultProducerContext>,
+        topic: &str,
+        key: &str,
+        payload: &[u8],
+    ) {
         producer
             .send(BaseRecord::to(topic).key(key).payload(payload))
             .map_err(|(e, _)| e)
@@ -207,6 +248,8 @@ pub struct Instance {
     handle: Option<supervisor::Handle>,
     /// Readiness.
     pub ready: Arc<AtomicBool>,
+    /// Admin queries, answered by the runtime between batches.
+    pub queries: tokio::sync::mpsc::Sender<reactor::admin::Query>,
 }
 
 impl Instance {
@@ -216,6 +259,29 @@ impl Instance {
         while !self.ready.load(Ordering::Relaxed) {
             assert!(Instant::now() < until, "instance not ready in time");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asks the runtime a query as the admin API does; `None` when it did
+    /// not answer in time.
+    pub fn ask<T>(
+        &self,
+        query: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> reactor::admin::Query,
+    ) -> Option<T> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.queries.blocking_send(query(reply)).ok()?;
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut answer = answer;
+        loop {
+            match answer.try_recv() {
+                Ok(value) => return Some(value),
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => return None,
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+            }
+            if Instant::now() > until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -148,6 +148,7 @@ impl Offers {
             .map(|(id, _)| id.clone())
             .collect();
         let done = ids.len() < RESCAN_CHUNK;
+        let errors_before = rescan.record.errors;
         let def = &self.defs[s as usize];
         let mut wanted = Vec::new();
         for id in &ids {
@@ -178,6 +179,7 @@ impl Offers {
             }
         }
         self.counters.evaluated += ids.len() as u64;
+        self.counters.predicate_errors += rescan.record.errors - errors_before;
         for id in &wanted {
             if self.enqueue(id, s, Lane::Rescan, now) {
                 rescan.record.queued += 1;
