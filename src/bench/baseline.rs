@@ -94,7 +94,7 @@ pub(super) fn measure(
     let index_of = |m: &rdkafka::message::BorrowedMessage<'_>| {
         let key = std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default();
         let index = index_in(key).ok_or_else(|| format!("unexpected key {key:?}"))?;
-        Ok((index, None))
+        Ok(Some((index, None)))
     };
     let run = || {
         burst_then_steady(

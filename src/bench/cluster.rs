@@ -195,38 +195,47 @@ impl Cluster {
 
     /// A `read_committed` reader of every partition of `topic` from the beginning.
     pub fn reader(&self, topic: &str) -> Result<Reader, Error> {
-        let consumer: BaseConsumer = self
-            .clients
-            .reader()
-            .set("enable.partition.eof", "false")
-            .set("group.id", format!("{topic}-bench-reader"))
-            .create()
-            .map_err(|e| Error::kafka(format!("creating a reader of {topic}"), e))?;
-        let metadata = consumer
-            .fetch_metadata(Some(topic), CALL_TIMEOUT)
-            .map_err(|e| Error::kafka(format!("fetching metadata of {topic}"), e))?;
-        let partitions = metadata
-            .topics()
-            .first()
-            .map_or(0, |t| t.partitions().len() as i32);
-        if partitions == 0 {
-            return Err(Error::Failed {
-                what: format!("reading {topic}"),
-                message: "the topic has no partitions".into(),
-            });
-        }
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
-                .map_err(|e| Error::kafka(format!("assigning {topic}[{p}]"), e))?;
-        }
-        consumer
-            .assign(&tpl)
-            .map_err(|e| Error::kafka(format!("assigning {topic}"), e))?;
+        let consumer = self.assigned(&[topic], &format!("{topic}-bench-reader"))?;
         Ok(Reader {
             consumer,
             topic: topic.to_string(),
         })
+    }
+
+    /// A `read_committed` consumer assigned every partition of `topics` from
+    /// the beginning (no group join: it reads at once).
+    pub fn assigned(&self, topics: &[&str], group: &str) -> Result<BaseConsumer, Error> {
+        let consumer: BaseConsumer = self
+            .clients
+            .reader()
+            .set("enable.partition.eof", "false")
+            .set("group.id", group)
+            .create()
+            .map_err(|e| Error::kafka(format!("creating a reader of {}", topics.join(", ")), e))?;
+        let mut tpl = TopicPartitionList::new();
+        for topic in topics {
+            let metadata = consumer
+                .fetch_metadata(Some(topic), CALL_TIMEOUT)
+                .map_err(|e| Error::kafka(format!("fetching metadata of {topic}"), e))?;
+            let partitions = metadata
+                .topics()
+                .first()
+                .map_or(0, |t| t.partitions().len() as i32);
+            if partitions == 0 {
+                return Err(Error::Failed {
+                    what: format!("reading {topic}"),
+                    message: "the topic has no partitions".into(),
+                });
+            }
+            for p in 0..partitions {
+                tpl.add_partition_offset(topic, p, Offset::Beginning)
+                    .map_err(|e| Error::kafka(format!("assigning {topic}[{p}]"), e))?;
+            }
+        }
+        consumer
+            .assign(&tpl)
+            .map_err(|e| Error::kafka(format!("assigning {}", topics.join(", ")), e))?;
+        Ok(consumer)
     }
 }
 
@@ -334,9 +343,11 @@ pub struct Collected {
 }
 
 /// Maps an output record to the index of the input it answers and, for a
-/// run command, its `issued_at`; an error text for a record it cannot read.
+/// run command, its `issued_at`; `None` for an output that does not complete
+/// its input (an intermediate offer state); an error text for a record it
+/// cannot read.
 pub type IndexOf<'a> =
-    dyn Fn(&BorrowedMessage<'_>) -> Result<(usize, Option<Timestamp>), String> + 'a;
+    dyn Fn(&BorrowedMessage<'_>) -> Result<Option<(usize, Option<Timestamp>)>, String> + 'a;
 
 /// Reads an output topic.
 pub struct Reader {
@@ -345,8 +356,9 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Reads until an output of every index in `expected` was seen, or fails
-    /// after `timeout`. `index_of` maps an output record to the input it answers.
+    /// Reads until an output completing every index in `expected` was seen,
+    /// or fails after `timeout`. `index_of` maps an output record to the
+    /// input it completes.
     pub fn collect(
         &self,
         expected: Range<usize>,
@@ -378,10 +390,13 @@ impl Reader {
                 }
             };
             let at = Instant::now();
-            let (index, issued_at) = index_of(&m).map_err(|message| Error::Failed {
+            let completes = index_of(&m).map_err(|message| Error::Failed {
                 what: format!("reading {}[{}]@{}", self.topic, m.partition(), m.offset()),
                 message,
             })?;
+            let Some((index, issued_at)) = completes else {
+                continue;
+            };
             match index
                 .checked_sub(expected.start)
                 .filter(|&k| k < done.len())

@@ -11,11 +11,11 @@ use super::stats::Summary;
 use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan};
 use crate::clock::SystemClock;
 use crate::codec;
-use crate::config::Config;
+use crate::config::{Config, Topics};
 use crate::runtime::{supervisor, Options};
 
 /// A running instance; crashed when dropped unless stopped.
-struct Instance {
+pub(super) struct Instance {
     handle: Option<supervisor::Handle>,
     ready: Arc<AtomicBool>,
 }
@@ -49,7 +49,8 @@ impl Instance {
         Ok(())
     }
 
-    fn stop(mut self, timeout: Duration) -> Result<(), Error> {
+    /// Stops the instance (a last commit), waiting at most `timeout`.
+    pub(super) fn stop(mut self, timeout: Duration) -> Result<(), Error> {
         let Some(handle) = self.handle.take() else {
             return Ok(());
         };
@@ -71,20 +72,31 @@ impl Drop for Instance {
     }
 }
 
-/// Measures Reactor with exactly-once `on` or off; `latency_rate` `None`
-/// derives the latency phase's rate from this run's throughput.
-pub(super) fn measure(
+/// A Reactor instance started for one system of the bench, ready.
+pub(super) struct Launched {
+    /// The instance; stop it at the end.
+    pub instance: Instance,
+    /// Its topics (fresh names).
+    pub topics: Topics,
+    /// Its stages' run topics.
+    pub stage_topics: Vec<String>,
+    /// When the setup started (topic creation, start, group join).
+    pub setup_started: Instant,
+}
+
+/// Starts Reactor on `config` (its tasks and stages) with a `[kafka]`
+/// section of fresh topics and group for `system` (the stages' run topics
+/// are the configuration's, already unique), creates the topics and waits
+/// until the instance is ready.
+pub(super) fn launch(
     cluster: &Cluster,
-    tasks: &Config,
+    mut config: Config,
     plan: &Plan,
-    inputs: &Arc<Inputs>,
     exactly_once: bool,
-    latency_rate: Option<f64>,
-) -> Result<Measurement, Error> {
-    let system = if exactly_once { "eos-on" } else { "eos-off" };
+    system: &str,
+) -> Result<Launched, Error> {
     let setup_started = Instant::now();
     let p = prefix(system);
-    let mut config = tasks.clone();
     {
         let k = &mut config.kafka;
         k.brokers = Some(cluster.clients.brokers.clone());
@@ -104,20 +116,36 @@ pub(super) fn measure(
         t.events = format!("{p}.events");
         t.dead = format!("{p}.dead");
         t.changelog = format!("{p}.changelog");
+        t.offers = format!("{p}.offers");
+        t.offer_state = format!("{p}.offer-state");
     }
     let t = config.kafka.topics.clone();
+    let stage_topics: Vec<String> = config
+        .stage_topics()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let n = plan.partitions;
-    cluster.create_topics(&[
+    let mut topics = vec![
         (t.ctl.clone(), n, true),
         (t.results.clone(), n, false),
         (t.commands.clone(), n, false),
+        (t.offers.clone(), n, false),
         (t.runs.clone(), n, false),
         (t.events.clone(), n, false),
         (t.dead.clone(), n, false),
+        (t.offer_state.clone(), n, false),
         (t.changelog.clone(), n, true),
-    ])?;
+    ];
+    topics.extend(stage_topics.iter().map(|s| (s.clone(), n, false)));
+    cluster.create_topics(&topics)?;
 
-    tracing::info!(system, tasks = config.tasks.len(), "starting Reactor");
+    tracing::info!(
+        system,
+        tasks = config.tasks.len(),
+        stages = config.stages.len(),
+        "starting Reactor"
+    );
     let (_queries, rx) = tokio::sync::mpsc::channel(1);
     let ready = Arc::new(AtomicBool::new(false));
     let options = Options {
@@ -136,6 +164,31 @@ pub(super) fn measure(
         ready,
     };
     instance.wait_ready(plan.timeout)?;
+    Ok(Launched {
+        instance,
+        topics: t,
+        stage_topics,
+        setup_started,
+    })
+}
+
+/// Measures Reactor with exactly-once `on` or off; `latency_rate` `None`
+/// derives the latency phase's rate from this run's throughput.
+pub(super) fn measure(
+    cluster: &Cluster,
+    tasks: &Config,
+    plan: &Plan,
+    inputs: &Arc<Inputs>,
+    exactly_once: bool,
+    latency_rate: Option<f64>,
+) -> Result<Measurement, Error> {
+    let system = if exactly_once { "eos-on" } else { "eos-off" };
+    let Launched {
+        instance,
+        topics: t,
+        setup_started,
+        ..
+    } = launch(cluster, tasks.clone(), plan, exactly_once, system)?;
     let producer = Arc::new(cluster.producer()?);
     let reader = cluster.reader(&t.runs)?;
     let setup = setup_started.elapsed();
@@ -155,7 +208,7 @@ pub(super) fn measure(
             .issued_at
             .as_ref()
             .and_then(|t| codec::timestamp_from_proto(t).ok());
-        Ok((index, issued_at))
+        Ok(Some((index, issued_at)))
     };
     let Phases {
         burst,

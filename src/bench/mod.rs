@@ -11,6 +11,10 @@
 //! re-evaluated, so re-firing tasks through a worker would coalesce changes
 //! and break that correspondence.
 //!
+//! The offers workload ([`offers`]) sends offer changes through five stages
+//! answered by bench workers, with exactly-once on, and reports offer changes
+//! per second end to end next to the same baseline.
+//!
 //! Two phases per system, with the same producer and reader:
 //! - throughput: `--changes` records produced as fast as the producer takes
 //!   them; records per second from the first produce call to the last
@@ -23,6 +27,7 @@
 mod baseline;
 mod cluster;
 mod instance;
+mod offers;
 mod report;
 pub mod stats;
 
@@ -36,18 +41,45 @@ use rdkafka::error::KafkaError;
 use crate::codec::{self, CtlRecord, Format};
 use crate::config::Config;
 
-pub use report::{Measurement, Report, Target};
+pub use report::{Measurement, OffersMeasurement, Report, Target};
 
-use cluster::{Cluster, Inputs};
+use cluster::{Cluster, Inputs, Sent};
+use offers::OffersPlan;
 
 /// Pools the bench tasks are spread over.
 const POOLS: usize = 16;
 /// Highest automatic rate of the latency phase, per second.
 const MAX_LATENCY_RATE: f64 = 2000.0;
 
+/// What `reactor bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Both workloads.
+    All,
+    /// CTL changes firing tasks, exactly-once on and off.
+    Tasks,
+    /// Offer changes through stages answered by a worker, exactly-once on.
+    Offers,
+}
+
+impl Workload {
+    /// Whether the tasks workload runs.
+    pub fn tasks(self) -> bool {
+        matches!(self, Workload::All | Workload::Tasks)
+    }
+
+    /// Whether the offers workload runs.
+    pub fn offers(self) -> bool {
+        matches!(self, Workload::All | Workload::Offers)
+    }
+}
+
 /// Options of `reactor bench`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
+    /// What to measure (the baseline always runs).
+    #[arg(long, value_enum, default_value_t = Workload::All)]
+    pub workload: Workload,
     /// Brokers to run against; default: an in-process mock cluster.
     #[arg(long, env = "REACTOR_BROKERS")]
     pub brokers: Option<String>,
@@ -75,7 +107,22 @@ pub struct BenchArgs {
     /// bench gives up with an error.
     #[arg(long, default_value = "60s")]
     pub timeout: crate::duration::Duration,
-    /// A smoke run: at most 2000 changes and 300 latency changes.
+    /// Offer changes to produce in the offers workload's throughput phase.
+    #[arg(long, default_value_t = 20000)]
+    pub offer_changes: usize,
+    /// Offer changes to produce at a steady rate in the offers workload's
+    /// latency phase (0: skip it).
+    #[arg(long, default_value_t = 500)]
+    pub offer_latency_changes: usize,
+    /// Rate of the offers latency phase, changes per second; default: half
+    /// of the offers throughput, at most 2000.
+    #[arg(long)]
+    pub offer_latency_rate: Option<f64>,
+    /// Stages every offer change goes through in the offers workload.
+    #[arg(long, default_value_t = 5)]
+    pub stages: usize,
+    /// A smoke run: at most 2000 changes and 300 latency changes (offers:
+    /// 1000 and 100).
     #[arg(long)]
     pub quick: bool,
 }
@@ -83,6 +130,7 @@ pub struct BenchArgs {
 impl Default for BenchArgs {
     fn default() -> Self {
         BenchArgs {
+            workload: Workload::All,
             brokers: None,
             tasks: None,
             changes: 20000,
@@ -91,6 +139,10 @@ impl Default for BenchArgs {
             partitions: 4,
             commit_interval: crate::duration::Duration::from_millis(100),
             timeout: crate::duration::Duration::from_secs(60),
+            offer_changes: 20000,
+            offer_latency_changes: 500,
+            offer_latency_rate: None,
+            stages: 5,
             quick: false,
         }
     }
@@ -153,6 +205,7 @@ impl Error {
 /// The bench as planned from the options.
 #[derive(Debug, Clone)]
 struct Plan {
+    workload: Workload,
     changes: usize,
     latency_changes: usize,
     tasks: usize,
@@ -160,6 +213,8 @@ struct Plan {
     commit_interval: Duration,
     timeout: Duration,
     latency_rate: Option<f64>,
+    /// The offers workload, when it runs.
+    offers: Option<OffersPlan>,
 }
 
 impl Plan {
@@ -198,7 +253,14 @@ impl Plan {
         if timeout.is_zero() {
             return Err(Error::Args("--timeout must be positive".into()));
         }
+        let offers = if args.workload.offers() {
+            Some(Self::offers(args)?)
+        } else {
+            None
+        };
         Ok(Plan {
+            workload: args.workload,
+            offers,
             changes,
             latency_changes,
             tasks,
@@ -207,6 +269,44 @@ impl Plan {
             timeout,
             latency_rate: args.latency_rate,
         })
+    }
+
+    fn offers(args: &BenchArgs) -> Result<OffersPlan, Error> {
+        let (mut changes, mut latency_changes) = (args.offer_changes, args.offer_latency_changes);
+        if args.quick {
+            changes = changes.min(1000);
+            latency_changes = latency_changes.min(100);
+        }
+        if changes == 0 {
+            return Err(Error::Args("--offer-changes must be at least 1".into()));
+        }
+        if args.stages == 0 {
+            return Err(Error::Args("--stages must be at least 1".into()));
+        }
+        if let Some(rate) = args.offer_latency_rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Error::Args(format!(
+                    "--offer-latency-rate must be a positive number of changes per second, got {rate}"
+                )));
+            }
+        }
+        Ok(OffersPlan {
+            changes,
+            latency_changes,
+            latency_rate: args.offer_latency_rate,
+            stages: args.stages,
+        })
+    }
+
+    /// The plan of the offers workload's phases: its changes in place of
+    /// the CTL changes.
+    fn for_offers(&self, offers: &OffersPlan) -> Plan {
+        Plan {
+            changes: offers.changes,
+            latency_changes: offers.latency_changes,
+            latency_rate: offers.latency_rate,
+            ..self.clone()
+        }
     }
 
     /// Indices of the throughput phase.
@@ -234,14 +334,27 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         "bench starting"
     );
     let inputs = Arc::new(inputs(plan.changes + plan.latency_changes));
-    let config = tasks_config(plan.tasks)?;
 
-    let eos_on = instance::measure(&cluster, &config, &plan, &inputs, true, plan.latency_rate)?;
-    let rate = plan
-        .latency_rate
-        .unwrap_or_else(|| auto_rate(eos_on.throughput));
-    let eos_off = instance::measure(&cluster, &config, &plan, &inputs, false, Some(rate))?;
+    let (eos_on, eos_off, rate) = if plan.workload.tasks() {
+        let config = tasks_config(plan.tasks)?;
+        let eos_on = instance::measure(&cluster, &config, &plan, &inputs, true, plan.latency_rate)?;
+        let rate = plan
+            .latency_rate
+            .unwrap_or_else(|| auto_rate(eos_on.throughput));
+        let eos_off = instance::measure(&cluster, &config, &plan, &inputs, false, Some(rate))?;
+        (Some(eos_on), Some(eos_off), rate)
+    } else {
+        (None, None, plan.latency_rate.unwrap_or(MAX_LATENCY_RATE))
+    };
     let baseline = baseline::measure(&cluster, &plan, &inputs, Some(rate))?;
+    let offers = match &plan.offers {
+        Some(o) => {
+            let offers_plan = plan.for_offers(o);
+            let inputs = Arc::new(offers::inputs(o.changes + o.latency_changes));
+            Some(offers::measure(&cluster, &offers_plan, o, &inputs)?)
+        }
+        None => None,
+    };
 
     let report = Report {
         cluster: cluster.describe(),
@@ -251,12 +364,17 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         latency_changes: plan.latency_changes,
         latency_rate: (plan.latency_changes > 0).then_some(rate),
         latency_rate_auto: plan.latency_rate.is_none(),
-        tasks: plan.tasks,
-        pools: POOLS.min(plan.tasks),
+        tasks: if plan.workload.tasks() { plan.tasks } else { 0 },
+        pools: if plan.workload.tasks() {
+            POOLS.min(plan.tasks)
+        } else {
+            0
+        },
         commit_interval: plan.commit_interval,
         baseline,
         eos_on,
         eos_off,
+        offers,
         wall: started.elapsed(),
     };
     tracing::info!(seconds = report.wall.as_secs_f64(), "bench done");
@@ -348,6 +466,8 @@ struct Phase {
     dispatch: Vec<Duration>,
     /// Outputs seen more than once.
     duplicates: usize,
+    /// When each input of the phase was produced, in order.
+    sent: Vec<Sent>,
 }
 
 /// Runs one phase with the system's producer and reader.
@@ -394,6 +514,7 @@ fn phase(
         latencies,
         dispatch,
         duplicates: collected.duplicates,
+        sent,
     })
 }
 
@@ -512,6 +633,45 @@ mod tests {
         let config = tasks_config(20).unwrap();
         assert_eq!(config.tasks.len(), 20);
         assert_eq!(config.pools.len(), 17, "16 bench pools and the default one");
+        let offers = plan.offers.unwrap();
+        assert_eq!(
+            (offers.changes, offers.latency_changes, offers.stages),
+            (20000, 500, 5)
+        );
+        let quick_offers = quick.offers.unwrap();
+        assert_eq!(
+            (quick_offers.changes, quick_offers.latency_changes),
+            (1000, 100)
+        );
+        let tasks_only = Plan::new(&BenchArgs {
+            workload: Workload::Tasks,
+            ..BenchArgs::default()
+        })
+        .unwrap();
+        assert!(tasks_only.offers.is_none());
+        for bad in [
+            BenchArgs {
+                stages: 0,
+                ..BenchArgs::default()
+            },
+            BenchArgs {
+                offer_changes: 0,
+                ..BenchArgs::default()
+            },
+            BenchArgs {
+                offer_latency_rate: Some(-1.0),
+                ..BenchArgs::default()
+            },
+        ] {
+            assert!(matches!(Plan::new(&bad), Err(Error::Args(_))), "{bad:?}");
+        }
+        // The offers flags do not matter when the offers workload does not run.
+        let ignored = BenchArgs {
+            workload: Workload::Tasks,
+            stages: 0,
+            ..BenchArgs::default()
+        };
+        assert!(Plan::new(&ignored).is_ok());
     }
 
     #[test]
@@ -544,6 +704,21 @@ mod tests {
         assert_eq!((plan.changes, plan.tasks), (2000, 30000));
         assert_eq!(plan.latency_rate, Some(500.0));
         assert!(Cli::try_parse_from(["bench", "--commit-interval", "soon"]).is_err());
+        let cli = Cli::try_parse_from([
+            "bench",
+            "--workload",
+            "offers",
+            "--offer-changes",
+            "300",
+            "--stages",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(cli.bench.workload, Workload::Offers);
+        let plan = Plan::new(&cli.bench).unwrap();
+        assert!(!plan.workload.tasks());
+        assert_eq!(plan.offers.map(|o| (o.changes, o.stages)), Some((300, 3)));
+        assert!(Cli::try_parse_from(["bench", "--workload", "ctl"]).is_err());
     }
 
     /// The whole bench with tiny numbers on the mock cluster: it completes
@@ -556,19 +731,35 @@ mod tests {
             latency_changes: 20,
             latency_rate: Some(200.0),
             partitions: 2,
+            offer_changes: 30,
+            offer_latency_changes: 10,
+            offer_latency_rate: Some(50.0),
             ..BenchArgs::default()
         };
         let report = run(&args).unwrap();
-        for m in [&report.baseline, &report.eos_on, &report.eos_off] {
+        let (on, off) = (report.eos_on.as_ref(), report.eos_off.as_ref());
+        for m in [Some(&report.baseline), on, off] {
+            let m = m.expect("both workloads ran");
             assert_eq!(m.records, 50);
             assert!(m.throughput > 0.0, "{report}");
             assert_eq!(m.latency.map(|l| l.samples), Some(20), "{report}");
         }
+        let offers = report.offers.as_ref().expect("both workloads ran");
+        assert_eq!((offers.changes, offers.stages), (30, 5));
+        assert!(offers.throughput > 0.0, "{report}");
+        for latency in [offers.committed, offers.first_run, offers.done] {
+            assert_eq!(latency.map(|l| l.samples), Some(10), "{report}");
+        }
+        // Five runs per change, and six offer states (both phases).
+        assert_eq!(offers.stage_runs, 40 * 5, "{report}");
+        assert_eq!(offers.offer_states, 40 * 6, "{report}");
+        assert_eq!(offers.duplicates, 0, "{report}");
         let text = report.to_string();
         assert!(
             text.contains("does not implement transaction markers"),
             "{text}"
         );
         assert!(text.contains("≥ 0.50×"), "{text}");
+        assert!(text.contains("offers, 5 stages, exactly-once on"), "{text}");
     }
 }

@@ -1,4 +1,5 @@
-//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `tail`, `bench`.
+//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `offer …`,
+//! `rescan`, `tail`, `bench`.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -64,6 +65,16 @@ enum Cmd {
         #[command(subcommand)]
         command: tools::CtlCmd,
     },
+    /// Offers on any broker: changes to `topics.offers`, stage state and
+    /// unpark commands to `topics.commands`.
+    Offer {
+        #[command(subcommand)]
+        command: tools::OfferCmd,
+    },
+    /// Rescan a stage: one command per partition of `topics.commands`; each
+    /// partition's owner checks its offers again and queues those the stage
+    /// wants in its low-priority rescan lane.
+    Rescan(tools::RescanArgs),
     /// Print a topic's records decoded, as JSON lines.
     Tail(tools::TailArgs),
     /// Measure end-to-end throughput and latency against a minimal rdkafka
@@ -153,6 +164,8 @@ pub fn main() -> ExitCode {
             }
         }
         Cmd::Ctl { command } => tools::ctl(command),
+        Cmd::Offer { command } => tools::offer(command),
+        Cmd::Rescan(args) => tools::rescan(args),
         Cmd::Tail(args) => tools::tail(args),
         Cmd::Bench(args) => {
             init_logs(false);

@@ -1,5 +1,6 @@
 //! The demo's moving parts: a CTL producer, workers that answer run commands,
-//! and a printer of committed decisions.
+//! the offer producer and stage workers of [`super::offers`], and a printer
+//! of committed decisions.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use crate::engine::RunResult;
 use crate::kafka::Clients;
 use crate::run::Status;
 
+use super::offers;
+
 /// The demo threads.
 pub struct Demo {
     threads: Vec<JoinHandle<()>>,
@@ -32,7 +35,7 @@ impl Demo {
     }
 }
 
-/// Starts the producer, the workers and the printer.
+/// Starts the producers, the workers and the printer.
 pub fn start(brokers: &str, config: &Arc<Config>, stop: Arc<AtomicBool>) -> Demo {
     let clients = Clients {
         brokers: brokers.to_string(),
@@ -45,6 +48,8 @@ pub fn start(brokers: &str, config: &Arc<Config>, stop: Arc<AtomicBool>) -> Demo
             ctl_producer as fn(Clients, Arc<Config>, Arc<AtomicBool>),
         ),
         ("demo-workers", workers),
+        ("demo-offers", offers::producer),
+        ("demo-stage-workers", offers::workers),
         ("demo-printer", printer),
     ] {
         let (clients, config, stop) = (clients.clone(), Arc::clone(config), Arc::clone(&stop));
@@ -58,7 +63,27 @@ pub fn start(brokers: &str, config: &Arc<Config>, stop: Arc<AtomicBool>) -> Demo
     Demo { threads }
 }
 
-fn clock() -> String {
+/// A small xorshift: enough randomness for a demo, no dependency.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    /// A generator from a non-zero seed.
+    pub(super) fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    /// The next number.
+    #[allow(clippy::should_implement_trait)]
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The wall clock as the demo's lines start.
+pub(super) fn clock() -> String {
     Timestamp::now()
         .to_zoned(jiff::tz::TimeZone::system())
         .strftime("%H:%M:%S")
@@ -136,7 +161,7 @@ fn workers(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
     let Ok(producer) = clients.producer(None).create::<ThreadedProducer<_>>() else {
         return;
     };
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     while !stop.load(Ordering::Relaxed) {
         let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else {
             continue;
@@ -144,10 +169,7 @@ fn workers(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         let Ok(run) = codec::decode_run_command(m.payload().unwrap_or_default()) else {
             continue;
         };
-        // A small xorshift: enough randomness for a demo, no dependency.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+        let seed = rng.next();
         sleep_unless(&stop, Duration::from_millis(300 + seed % 900));
         let ok = seed % 10 != 0;
         let result = RunResult {
@@ -206,7 +228,8 @@ fn publish_produced(
     }
 }
 
-/// Prints every committed run command and event.
+/// Prints every committed run command (tasks' and stages'), event and
+/// offer state.
 fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
     let t = &config.kafka.topics;
     let consumer: BaseConsumer = match clients
@@ -219,10 +242,15 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         Ok(c) => c,
         Err(e) => return eprintln!("demo printer: {e}"),
     };
-    if consumer
-        .subscribe(&[t.runs.as_str(), t.events.as_str()])
-        .is_err()
-    {
+    let mut topics = vec![t.runs.as_str(), t.events.as_str()];
+    topics.extend(config.tasks.iter().filter_map(|t| t.topic.as_deref()));
+    if !config.stages.is_empty() {
+        topics.push(t.offer_state.as_str());
+        topics.extend(config.stage_topics());
+    }
+    topics.sort_unstable();
+    topics.dedup();
+    if consumer.subscribe(&topics).is_err() {
         return;
     }
     let started = Instant::now();
@@ -231,28 +259,34 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
             continue;
         };
         let payload = m.payload().unwrap_or_default();
-        if m.topic() == t.runs {
-            if let Ok(run) = codec::decode_run_command(payload) {
-                let snapshot: Vec<String> = run
-                    .snapshot
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        codec::timestamp_from_proto(v)
-                            .ok()
-                            .map(|v| format!("{k}={v}"))
-                    })
-                    .collect();
-                println!(
-                    "{}  RUN     {} attempt {} pass {}  {}",
-                    clock(),
-                    run.run_id,
-                    run.attempt,
-                    run.pass,
-                    snapshot.join(" ")
-                );
+        if m.topic() == t.events {
+            if let Ok(event) = codec::to_json(MessageKind::Event, payload) {
+                println!("{}  EVENT   {event}", clock());
             }
-        } else if let Ok(event) = codec::to_json(MessageKind::Event, payload) {
-            println!("{}  EVENT   {event}", clock());
+        } else if m.topic() == t.offer_state {
+            if let Ok((state, _)) = codec::decode_offer_state(payload) {
+                println!("{}  OFFER   {}", clock(), offers::describe_state(&state));
+            }
+        } else if let Ok(run) = codec::decode_run_command(payload) {
+            let snapshot: Vec<String> = run
+                .snapshot
+                .iter()
+                .filter_map(|(k, v)| {
+                    codec::timestamp_from_proto(v)
+                        .ok()
+                        .map(|v| format!("{k}={v}"))
+                })
+                .collect();
+            println!(
+                "{}  RUN     {} attempt {} pass {}  {}",
+                clock(),
+                run.run_id,
+                run.attempt,
+                run.pass,
+                snapshot.join(" ")
+            );
+        } else if let Ok(run) = codec::decode_stage_run_command(payload) {
+            println!("{}  RUN     {}", clock(), offers::describe_run(&run));
         }
     }
     tracing::debug!(
@@ -261,7 +295,8 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
     );
 }
 
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
+/// Sleeps `d`, or less when the demo stops meanwhile.
+pub(super) fn sleep_unless(stop: &AtomicBool, d: Duration) {
     let until = Instant::now() + d;
     while Instant::now() < until && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));

@@ -1,9 +1,12 @@
 //! `reactor dev`: Reactor on its embedded default. librdkafka's mock cluster
-//! runs in-process, a demo producer moves CTL parameters, demo workers answer
-//! run commands (and publish the data their task produces), and every
-//! decision is printed as it is committed. The admin API serves as usual.
+//! runs in-process, a demo producer moves CTL parameters, another publishes
+//! offer changes, demo workers answer task runs (and publish the data their
+//! task produces) and stage runs, and every decision is printed as it is
+//! committed: run commands, events and offer states. The admin API serves as
+//! usual.
 
 mod demo;
+mod offers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,6 +74,10 @@ pub fn run(options: DevOptions) -> Result<(), Error> {
         "       curl -s http://{}/tasks/orders_report",
         options.admin
     );
+    if !config.stages.is_empty() {
+        println!("       curl -s http://{}/stages", options.admin);
+        println!("       curl -s http://{}/offers/o-1001", options.admin);
+    }
     let config = Arc::new(config);
     let stop = Arc::new(AtomicBool::new(false));
     let demo = demo::start(&brokers, &config, Arc::clone(&stop));
@@ -108,17 +115,26 @@ fn create_topics(
 ) -> Result<(), Error> {
     let k = &config.kafka;
     let t = &k.topics;
-    for topic in [&t.ctl, &t.results, &t.commands, &t.changelog] {
+    // The co-partitioned inputs (one shard per partition) and the CTL table.
+    let mut partitioned = t.co_partitioned().to_vec();
+    partitioned.push(&t.ctl);
+    for topic in &partitioned {
         mock.create_topic(topic, k.partitions, 1)
             .map_err(Error::Mock)?;
     }
-    for topic in [&t.runs, &t.events, &t.dead] {
+    // Everything else (outputs, run topics) with one partition.
+    let mut others: Vec<&str> = t
+        .all()
+        .into_iter()
+        .map(|(_, name)| name)
+        .filter(|name| !partitioned.contains(name))
+        .collect();
+    others.extend(config.tasks.iter().filter_map(|t| t.topic.as_deref()));
+    others.extend(config.stage_topics());
+    others.sort_unstable();
+    others.dedup();
+    for topic in others {
         mock.create_topic(topic, 1, 1).map_err(Error::Mock)?;
-    }
-    for task in &config.tasks {
-        if let Some(topic) = &task.topic {
-            mock.create_topic(topic, 1, 1).map_err(Error::Mock)?;
-        }
     }
     Ok(())
 }
