@@ -124,7 +124,11 @@ mod tests {
             (json!({"a":"b"}), json!({"a":"c"}), json!({"a":"c"})),
             (json!({"a":"b"}), json!({"b":"c"}), json!({"a":"b","b":"c"})),
             (json!({"a":"b"}), json!({"a":null}), json!({})),
-            (json!({"a":"b","b":"c"}), json!({"a":null}), json!({"b":"c"})),
+            (
+                json!({"a":"b","b":"c"}),
+                json!({"a":null}),
+                json!({"b":"c"}),
+            ),
             (json!({"a":["b"]}), json!({"a":"c"}), json!({"a":"c"})),
             (json!({"a":"c"}), json!({"a":["b"]}), json!({"a":["b"]})),
             (
@@ -133,13 +137,17 @@ mod tests {
                 json!({"a":{"b":"d"}}),
             ),
             (json!({"a":[{"b":"c"}]}), json!({"a":[1]}), json!({"a":[1]})),
-            (json!(["a","b"]), json!(["c","d"]), json!(["c","d"])),
+            (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a":"b"}), json!(["c"]), json!(["c"])),
             (json!({"a":"foo"}), json!(null), json!(null)),
             (json!({"a":"foo"}), json!("bar"), json!("bar")),
             (json!({"e":null}), json!({"a":1}), json!({"e":null,"a":1})),
-            (json!([1,2]), json!({"a":"b","c":null}), json!({"a":"b"})),
-            (json!({}), json!({"a":{"bb":{"ccc":null}}}), json!({"a":{"bb":{}}})),
+            (json!([1, 2]), json!({"a":"b","c":null}), json!({"a":"b"})),
+            (
+                json!({}),
+                json!({"a":{"bb":{"ccc":null}}}),
+                json!({"a":{"bb":{}}}),
+            ),
         ];
         for (target, patch, expected) in cases {
             let mut t = target.clone();
@@ -161,6 +169,9 @@ mod tests {
     fn normalize_makes_integral_floats_integers() {
         let mut v = json!({"p": 100.0, "q": 1.5, "r": [2.0, {"s": -3.0}], "t": 1e300});
         normalize(&mut v);
-        assert_eq!(v, json!({"p": 100, "q": 1.5, "r": [2, {"s": -3}], "t": 1e300}));
+        assert_eq!(
+            v,
+            json!({"p": 100, "q": 1.5, "r": [2, {"s": -3}], "t": 1e300})
+        );
     }
 }

@@ -286,8 +286,11 @@ impl Simulator {
         };
         match (c.task, c.stage, c.offer) {
             (Some(task), None, None) => {
-                if c.update.is_some() || c.body.is_some() || c.state.is_some() || c.timer.is_some() {
-                    return Err(bad("`update`, `body`, `state` and `timer` are for stage results"));
+                if c.update.is_some() || c.body.is_some() || c.state.is_some() || c.timer.is_some()
+                {
+                    return Err(bad(
+                        "`update`, `body`, `state` and `timer` are for stage results",
+                    ));
                 }
                 let known = match c.attempt {
                     Some(n) => self.attempts.get(&(task.clone(), n)),
@@ -310,9 +313,8 @@ impl Simulator {
                         .cloned(),
                     None => self.engine.stage_run(&stage, &offer),
                 };
-                let (run_id, pass, version) = known.unwrap_or_else(|| {
-                    (crate::run::run_id(&format!("{stage}/{offer}"), 0), 0, 0)
-                });
+                let (run_id, pass, version) = known
+                    .unwrap_or_else(|| (crate::run::run_id(&format!("{stage}/{offer}"), 0), 0, 0));
                 let update = match (c.update, c.body) {
                     (None, None) => None,
                     (Some(mut patch), None) => {
@@ -334,11 +336,15 @@ impl Simulator {
                         offer::normalize(&mut s);
                         s
                     }),
-                    timer: c.timer.map(|t| t.map_or(TimerChange::Clear, TimerChange::Set)),
+                    timer: c
+                        .timer
+                        .map(|t| t.map_or(TimerChange::Clear, TimerChange::Set)),
                 };
                 Ok(result)
             }
-            _ => Err(bad("a `complete` names a `task`, or a `stage` and an `offer`")),
+            _ => Err(bad(
+                "a `complete` names a `task`, or a `stage` and an `offer`",
+            )),
         }
     }
 

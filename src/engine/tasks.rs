@@ -366,7 +366,9 @@ impl Engine {
             return;
         };
         match command {
-            Command::SetStageState { .. } | Command::Rescan { .. } | Command::UnparkOffer { .. } => {
+            Command::SetStageState { .. }
+            | Command::Rescan { .. }
+            | Command::UnparkOffer { .. } => {
                 unreachable!("routed by target")
             }
             Command::Pause { .. } => self.pause(i, now),

@@ -111,7 +111,11 @@ impl Expr {
     }
 
     /// Evaluates a predicate.
-    pub fn eval_bool(&self, scope: &Scope, state: Option<&serde_json::Value>) -> Result<bool, Error> {
+    pub fn eval_bool(
+        &self,
+        scope: &Scope,
+        state: Option<&serde_json::Value>,
+    ) -> Result<bool, Error> {
         match self.eval(scope, state)? {
             Value::Bool(b) => Ok(b),
             other => Err(Error::Type {
@@ -232,7 +236,13 @@ mod tests {
 
     fn scope(body: serde_json::Value) -> Scope {
         let body = body.as_object().unwrap().clone();
-        Scope::new("o1", 3, ts("2024-01-02T00:00:00Z"), &body, ts("2024-06-01T00:00:00Z"))
+        Scope::new(
+            "o1",
+            3,
+            ts("2024-01-02T00:00:00Z"),
+            &body,
+            ts("2024-06-01T00:00:00Z"),
+        )
     }
 
     #[test]
@@ -256,7 +266,10 @@ mod tests {
         let none = Expr::compile("null").unwrap();
         assert_eq!(none.eval_time(&s, None), Ok(None));
         let text = Expr::compile("offer.published_at").unwrap();
-        assert_eq!(text.eval_time(&s, None), Ok(Some(ts("2024-01-01T00:00:00Z"))));
+        assert_eq!(
+            text.eval_time(&s, None),
+            Ok(Some(ts("2024-01-01T00:00:00Z")))
+        );
         let bad = Expr::compile("1").unwrap();
         assert!(matches!(bad.eval_time(&s, None), Err(Error::Type { .. })));
     }
@@ -264,8 +277,19 @@ mod tests {
     #[test]
     fn json_integers_are_cel_ints() {
         let s = scope(json!({"k": 4, "f": 1.5, "list": [1, 2], "big": u64::MAX}));
-        for text in ["offer.k % 2 == 0", "offer.k == 4", "offer.f > 1.0", "size(offer.list) == 2", "offer.list[1] == 2", "offer.big == 18446744073709551615u"] {
-            assert_eq!(Expr::compile(text).unwrap().eval_bool(&s, None), Ok(true), "{text}");
+        for text in [
+            "offer.k % 2 == 0",
+            "offer.k == 4",
+            "offer.f > 1.0",
+            "size(offer.list) == 2",
+            "offer.list[1] == 2",
+            "offer.big == 18446744073709551615u",
+        ] {
+            assert_eq!(
+                Expr::compile(text).unwrap().eval_bool(&s, None),
+                Ok(true),
+                "{text}"
+            );
         }
     }
 
@@ -275,7 +299,10 @@ mod tests {
         let missing = Expr::compile("offer.price > 10").unwrap();
         assert!(matches!(missing.eval_bool(&s, None), Err(Error::Eval(_))));
         let not_bool = Expr::compile("offer.status").unwrap();
-        assert!(matches!(not_bool.eval_bool(&s, None), Err(Error::Type { .. })));
+        assert!(matches!(
+            not_bool.eval_bool(&s, None),
+            Err(Error::Type { .. })
+        ));
     }
 
     #[test]
@@ -286,7 +313,9 @@ mod tests {
         }
         assert_eq!(
             Expr::compile("offr.price > 1").unwrap_err(),
-            Error::UnknownVariable { name: "offr".into() }
+            Error::UnknownVariable {
+                name: "offr".into()
+            }
         );
     }
 }

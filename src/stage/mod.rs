@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 pub use record::{Guard, OfferRecord, RescanRecord, SlotRecord};
 
 /// Where a stage is with one offer. The names are metric labels and log fields.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Nothing to do until a watched change, a timer or a rescan.
@@ -49,7 +51,9 @@ impl Phase {
 }
 
 /// The two lanes of a stage queue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Lane {
     /// Changes and timers: always served first.

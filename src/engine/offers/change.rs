@@ -128,25 +128,31 @@ impl Offers {
                 deleted: true,
             },
         );
-        self.timers
-            .arm(add(now, grave_time.get()), super::OfferTimer::Bury(id.to_string()));
+        self.timers.arm(
+            add(now, grave_time.get()),
+            super::OfferTimer::Bury(id.to_string()),
+        );
         let rt = old;
         for (s, slot) in &rt.slots {
             let key = id.to_string();
             if let Some(at) = slot.timer {
-                self.timers.cancel(at, super::OfferTimer::Stage(*s, key.clone()));
+                self.timers
+                    .cancel(at, super::OfferTimer::Stage(*s, key.clone()));
             }
             if let Some(at) = slot.wake_at {
-                self.timers.cancel(at, super::OfferTimer::Wake(*s, key.clone()));
+                self.timers
+                    .cancel(at, super::OfferTimer::Wake(*s, key.clone()));
             }
             if let (crate::stage::Phase::Running, Some(run)) = (slot.phase, &slot.run) {
-                self.timers.cancel(run.deadline, super::OfferTimer::Run(*s, key));
+                self.timers
+                    .cancel(run.deadline, super::OfferTimer::Run(*s, key));
                 self.running[*s as usize] -= 1;
                 self.pending.insert(*s);
             }
         }
         if let Some(until) = rt.guard.parked_until {
-            self.timers.cancel(until, super::OfferTimer::Unpark(id.to_string()));
+            self.timers
+                .cancel(until, super::OfferTimer::Unpark(id.to_string()));
         }
         self.counters.committed += 1;
         self.out.push(Action::OfferState(last));

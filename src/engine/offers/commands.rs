@@ -59,7 +59,9 @@ impl Offers {
         expected: u64,
         now: Timestamp,
     ) {
-        let Some(s) = self.stage_index(stage, id) else { return };
+        let Some(s) = self.stage_index(stage, id) else {
+            return;
+        };
         let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
             return self.rejected(stage, id, format!("unknown offer `{id}`"));
         };
@@ -108,11 +110,17 @@ impl Offers {
     /// Starts (or restarts) a rescan of the stage over every offer of the
     /// shard, in id order, a chunk per step.
     fn start_rescan(&mut self, stage: &str, filter: Option<&str>, now: Timestamp) {
-        let Some(s) = self.stage_index(stage, "") else { return };
+        let Some(s) = self.stage_index(stage, "") else {
+            return;
+        };
         let compiled = match filter.map(Expr::compile).transpose() {
             Ok(f) => f,
             Err(e) => {
-                return self.rejected(stage, "", format!("rescan filter `{}`: {e}", filter.unwrap_or_default()))
+                return self.rejected(
+                    stage,
+                    "",
+                    format!("rescan filter `{}`: {e}", filter.unwrap_or_default()),
+                )
             }
         };
         self.rescans[s as usize] = Some(Rescan {
@@ -136,7 +144,9 @@ impl Offers {
     /// seed's rule); a failing filter counts as false, so a filter never
     /// widens a rescan. Progress goes out as `rescan_progress`.
     pub(super) fn rescan_step(&mut self, s: u16, now: Timestamp) {
-        let Some(mut rescan) = self.rescans[s as usize].take() else { return };
+        let Some(mut rescan) = self.rescans[s as usize].take() else {
+            return;
+        };
         let from = match &rescan.record.cursor {
             Some(c) => Bound::Excluded(c.clone()),
             None => Bound::Unbounded,

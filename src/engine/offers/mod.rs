@@ -397,7 +397,9 @@ impl Offers {
     /// and never dispatches a run "in the past".
     fn set_timer(&mut self, id: &str, s: u16, at: Option<Timestamp>, now: Timestamp) {
         let at = at.map(|at| at.max(now));
-        let Some(rt) = self.map.get_mut(id) else { return };
+        let Some(rt) = self.map.get_mut(id) else {
+            return;
+        };
         let slot = rt.slot_mut(s);
         if slot.timer == at {
             return;
@@ -443,9 +445,12 @@ impl Offers {
 
     /// Ends the ping-pong park of an offer.
     fn unpark(&mut self, id: &str) {
-        let Some(rt) = self.map.get_mut(id) else { return };
+        let Some(rt) = self.map.get_mut(id) else {
+            return;
+        };
         if let Some(until) = rt.guard.parked_until.take() {
-            self.timers.cancel(until, OfferTimer::Unpark(id.to_string()));
+            self.timers
+                .cancel(until, OfferTimer::Unpark(id.to_string()));
         }
         rt.guard = Guard::default();
         self.dirty.insert(id.to_string());

@@ -115,10 +115,21 @@ fn render(ops: &[(u32, Op)]) -> String {
             }
             Op::Patch(o, f, v) => {
                 let v = v.map_or("null".to_string(), |v| value(*f, v));
-                format!(r#""offer":{{"id":"{}","patch":{{"{}":{v}}}}}"#, OFFERS[*o], FIELDS[*f])
+                format!(
+                    r#""offer":{{"id":"{}","patch":{{"{}":{v}}}}}"#,
+                    OFFERS[*o], FIELDS[*f]
+                )
             }
             Op::Delete(o) => format!(r#""offer":{{"id":"{}","deleted":true}}"#, OFFERS[*o]),
-            Op::Complete { stage, offer, ok, update, state, timer, version } => {
+            Op::Complete {
+                stage,
+                offer,
+                ok,
+                update,
+                state,
+                timer,
+                version,
+            } => {
                 let mut s = format!(
                     r#""complete":{{"stage":"{}","offer":"{}","status":"{}""#,
                     STAGES[*stage],
@@ -136,7 +147,12 @@ fn render(ops: &[(u32, Op)]) -> String {
                 match timer {
                     None => {}
                     Some(None) => s += r#","timer":null"#,
-                    Some(Some(m)) => s += &format!(r#","timer":"{}""#, base + jiff::SignedDuration::from_mins(*m)),
+                    Some(Some(m)) => {
+                        s += &format!(
+                            r#","timer":"{}""#,
+                            base + jiff::SignedDuration::from_mins(*m)
+                        )
+                    }
                 }
                 if let Some(v) = version {
                     s += &format!(r#","version":{v}"#);
@@ -148,10 +164,20 @@ fn render(ops: &[(u32, Op)]) -> String {
                 OFFERS[*o], STAGES[*st]
             ),
             Op::Rescan(st, filter) => {
-                let when = if *filter { r#","when":"offer.x > 2""# } else { "" };
-                format!(r#""command":{{"op":"rescan","stage":"{}"{when}}}"#, STAGES[*st])
+                let when = if *filter {
+                    r#","when":"offer.x > 2""#
+                } else {
+                    ""
+                };
+                format!(
+                    r#""command":{{"op":"rescan","stage":"{}"{when}}}"#,
+                    STAGES[*st]
+                )
             }
-            Op::Unpark(o) => format!(r#""command":{{"op":"unpark_offer","offer":"{}"}}"#, OFFERS[*o]),
+            Op::Unpark(o) => format!(
+                r#""command":{{"op":"unpark_offer","offer":"{}"}}"#,
+                OFFERS[*o]
+            ),
         };
         lines.push(format!(r#"{{"at":"{at}",{body}}}"#));
     }

@@ -35,7 +35,11 @@ impl Offers {
     }
 
     /// Loads one rescan record (`None`: a tombstone).
-    pub(in crate::engine) fn restore_rescan(&mut self, stage: String, record: Option<&RescanRecord>) {
+    pub(in crate::engine) fn restore_rescan(
+        &mut self,
+        stage: String,
+        record: Option<&RescanRecord>,
+    ) {
         let Some(&s) = self.by_name.get(&stage) else {
             if record.is_some() {
                 self.orphan_rescans.push(stage);
@@ -65,15 +69,14 @@ impl Offers {
             for (s, slot) in &rt.slots {
                 let k = *s as usize;
                 match slot.phase {
-                    Phase::Queued if !blocked => self.queues[k].push(
-                        slot.lane,
-                        slot.queued_at.unwrap_or(Timestamp::MIN),
-                        id,
-                    ),
+                    Phase::Queued if !blocked => {
+                        self.queues[k].push(slot.lane, slot.queued_at.unwrap_or(Timestamp::MIN), id)
+                    }
                     Phase::Running => {
                         self.running[k] += 1;
                         if let Some(run) = &slot.run {
-                            self.timers.arm(run.deadline, OfferTimer::Run(*s, id.clone()));
+                            self.timers
+                                .arm(run.deadline, OfferTimer::Run(*s, id.clone()));
                         }
                     }
                     _ => {}
@@ -97,7 +100,11 @@ impl Offers {
 
     /// Starts the offer half at `now`: tombstones rescans of removed stages,
     /// continues rescans in progress and dispatches what the queues allow.
-    pub(in crate::engine) fn start(&mut self, now: Timestamp, out: &mut Vec<crate::action::Action>) {
+    pub(in crate::engine) fn start(
+        &mut self,
+        now: Timestamp,
+        out: &mut Vec<crate::action::Action>,
+    ) {
         self.orphan_rescans.sort();
         self.orphan_rescans.dedup();
         for key in std::mem::take(&mut self.orphan_rescans) {

@@ -49,7 +49,9 @@ impl Offers {
         let pp = self.ping_pong;
         let rt = self.map.get_mut(id).expect("guarding a present offer");
         let g = &mut rt.guard;
-        if g.window_start.is_none_or(|w| now >= add(w, pp.window.get())) {
+        if g.window_start
+            .is_none_or(|w| now >= add(w, pp.window.get()))
+        {
             g.window_start = Some(now);
             g.runs = 0;
         }
@@ -85,7 +87,10 @@ impl Offers {
         slot.lane = Lane::Live;
         slot.queued_at = None;
         slot.run_seq += 1;
-        let run_id = run::run_id(&format!("{}/{id}", self.defs[s as usize].name), slot.run_seq);
+        let run_id = run::run_id(
+            &format!("{}/{id}", self.defs[s as usize].name),
+            slot.run_seq,
+        );
         let attempt = slot.failures + 1;
         self.running[s as usize] += 1;
         // The offer is busy now: its other queued stages wait.
@@ -104,7 +109,8 @@ impl Offers {
         slot.pass_seq += 1;
         if let Some(due) = slot.timer.filter(|at| *at <= now) {
             // A pass sent at or after the stage's wake-up covers it.
-            self.timers.cancel(due, OfferTimer::Stage(s, id.to_string()));
+            self.timers
+                .cancel(due, OfferTimer::Stage(s, id.to_string()));
             slot.timer = None;
         }
         if let Some(old) = &slot.run {
@@ -121,7 +127,8 @@ impl Offers {
         slot.run_version = version;
         slot.run = Some(run.clone());
         let state = slot.state.clone();
-        self.timers.arm(deadline, OfferTimer::Run(s, id.to_string()));
+        self.timers
+            .arm(deadline, OfferTimer::Run(s, id.to_string()));
         self.dirty.insert(id.to_string());
         self.out.push(Action::StageRun(StageRunCommand {
             stage: def.name.clone(),
@@ -256,7 +263,8 @@ impl Offers {
         let Some(due) = slot.timer.filter(|at| *at <= now) else {
             return false;
         };
-        self.timers.cancel(due, OfferTimer::Stage(s, id.to_string()));
+        self.timers
+            .cancel(due, OfferTimer::Stage(s, id.to_string()));
         slot.timer = None;
         self.dirty.insert(id.to_string());
         true
@@ -267,7 +275,8 @@ impl Offers {
         let rt = self.map.get_mut(id).expect("present");
         let slot = rt.slot_mut(s);
         if let Some(run) = slot.run.take() {
-            self.timers.cancel(run.deadline, OfferTimer::Run(s, id.to_string()));
+            self.timers
+                .cancel(run.deadline, OfferTimer::Run(s, id.to_string()));
         }
         self.running[s as usize] -= 1;
         self.pending.insert(s);
@@ -357,7 +366,11 @@ impl Offers {
             restarted: restart,
         });
         if restart {
-            let slot = self.map.get_mut(id).expect("running offers exist").slot_mut(s);
+            let slot = self
+                .map
+                .get_mut(id)
+                .expect("running offers exist")
+                .slot_mut(s);
             slot.failures += 1;
             slot.last_error = Some(error);
             let attempt = slot.failures + 1;
@@ -368,7 +381,9 @@ impl Offers {
     }
 
     pub(super) fn on_wake(&mut self, s: u16, id: &str, now: Timestamp) {
-        let Some(rt) = self.map.get_mut(id) else { return };
+        let Some(rt) = self.map.get_mut(id) else {
+            return;
+        };
         let slot = rt.slot_mut(s);
         if !matches!(slot.phase, Phase::Backoff | Phase::Parked) {
             return;

@@ -95,7 +95,10 @@ fn a_new_offer_wakes_every_stage_and_a_result_commits_once() {
     let a = e.apply(body("o1", json!({"price": 100})), t);
     assert_eq!(states(&a), [(1, "external".into(), vec!["price".into()])]);
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
-    let a = e.apply(success("price/o1#1", 1, update(json!({"price_predicted": 118}))), t);
+    let a = e.apply(
+        success("price/o1#1", 1, update(json!({"price_predicted": 118}))),
+        t,
+    );
     assert_eq!(
         states(&a),
         [(2, "stage:price".into(), vec!["price_predicted".into()])]
@@ -119,7 +122,14 @@ fn a_change_during_a_run_discards_the_stale_result_and_reruns() {
     assert!(runs(&a).is_empty(), "one run per offer at a time");
     let a = e.apply(success("price/o1#1", 1, update(json!({"p": 1}))), t);
     assert!(states(&a).is_empty());
-    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StaleVersion { computed_from: 1, current: 2, .. }))));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StaleVersion {
+            computed_from: 1,
+            current: 2,
+            ..
+        })
+    )));
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 2, 2)]);
     let a = e.apply(success("price/o1#1", 2, update(json!({"p": 1}))), t);
     assert_eq!(states(&a), [(3, "stage:price".into(), vec!["p".into()])]);
@@ -137,11 +147,17 @@ fn watch_filters_and_when_decides() {
     e.start(t);
     let a = e.apply(body("o1", json!({"x": 1, "y": 1})), t);
     // New offer: a's when is false; b runs.
-    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["b"]);
+    assert_eq!(
+        runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
     e.apply(success("b/o1#1", 1, StageReply::default()), t);
     let a = e.apply(patch("o1", json!({"y": 5})), t);
     // y is not watched by a; b watches everything.
-    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["b"]);
+    assert_eq!(
+        runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
     e.apply(success("b/o1#2", 2, StageReply::default()), t);
     let a = e.apply(patch("o1", json!({"x": 5})), t);
     let mut names: Vec<String> = runs(&a).into_iter().map(|r| r.0).collect();
@@ -151,7 +167,10 @@ fn watch_filters_and_when_decides() {
     let (first, run_id, pass, _) = runs(&a).pop().unwrap();
     let other = if first == "a" { "b" } else { "a" };
     let a = e.apply(success(&run_id, pass, StageReply::default()), t);
-    assert_eq!(runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), [other]);
+    assert_eq!(
+        runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        [other]
+    );
 }
 
 #[test]
@@ -165,7 +184,10 @@ fn timers_wake_the_stage_and_results_can_reschedule() {
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
     e.start(t);
-    let a = e.apply(body("o1", json!({"published_at": "2024-01-01T00:00:00Z"})), t);
+    let a = e.apply(
+        body("o1", json!({"published_at": "2024-01-01T00:00:00Z"})),
+        t,
+    );
     assert!(runs(&a).is_empty());
     assert_eq!(e.next_deadline(), Some(ts("2024-06-29T00:00:00Z")));
     let a = e.tick(ts("2024-06-29T00:00:00Z"));
@@ -194,7 +216,9 @@ fn the_ping_pong_guard_parks_an_offer() {
     let mut parked = false;
     for k in 0..10 {
         let Some((stage, run_id, pass, _)) = runs(&a).pop() else {
-            parked = a.iter().any(|x| matches!(x, Action::Event(Event::PingPong { .. })));
+            parked = a
+                .iter()
+                .any(|x| matches!(x, Action::Event(Event::PingPong { .. })));
             break;
         };
         let field = if stage == "a" { "y" } else { "x" };
@@ -202,7 +226,10 @@ fn the_ping_pong_guard_parks_an_offer() {
     }
     assert!(parked);
     assert!(e.offer_view("o1").unwrap().parked_until.is_some());
-    let a = e.apply(Input::Command(Command::UnparkOffer { offer: "o1".into() }), t);
+    let a = e.apply(
+        Input::Command(Command::UnparkOffer { offer: "o1".into() }),
+        t,
+    );
     assert_eq!(runs(&a).len(), 1);
 }
 
@@ -227,9 +254,23 @@ fn state_compare_and_set_and_rescan() {
         })
     };
     let a = e.apply(cas(7), t);
-    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageState { applied: false, version: 1, .. }))));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StageState {
+            applied: false,
+            version: 1,
+            ..
+        })
+    )));
     let a = e.apply(cas(1), t);
-    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageState { applied: true, version: 2, .. }))));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::StageState {
+            applied: true,
+            version: 2,
+            ..
+        })
+    )));
     assert_eq!(states(&a), [(2, "command".into(), vec![])]);
     let a = e.apply(
         Input::Command(Command::Rescan {
@@ -240,7 +281,15 @@ fn state_compare_and_set_and_rescan() {
     );
     // o2 and o4 pass both; o0 fails the filter.
     assert_eq!(runs(&a).len(), 2);
-    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::RescanProgress { checked: 5, queued: 2, done: true, .. }))));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Event(Event::RescanProgress {
+            checked: 5,
+            queued: 2,
+            done: true,
+            ..
+        })
+    )));
 }
 
 #[test]
@@ -263,7 +312,20 @@ fn restore_reproduces_the_shard() {
     keep(e.apply(body("o1", json!({"x": 1})), t), &mut log);
     keep(e.apply(body("o2", json!({"x": 3})), t), &mut log);
     keep(e.apply(patch("o1", json!({"x": 4})), t), &mut log);
-    keep(e.apply(success("a/o2#1", 1, StageReply { version: Some(1), ..Default::default() }), t), &mut log);
+    keep(
+        e.apply(
+            success(
+                "a/o2#1",
+                1,
+                StageReply {
+                    version: Some(1),
+                    ..Default::default()
+                },
+            ),
+            t,
+        ),
+        &mut log,
+    );
     let restored = Engine::restore(&c, |_| true, log.clone()).unwrap();
     assert_eq!(restored.snapshot(), e.snapshot());
     assert_eq!(restored.next_deadline(), e.next_deadline());
@@ -431,20 +493,48 @@ fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
     e.start(t);
     let a = e.apply(body("o1", json!({"price": 100})), t);
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
-    let a = e.apply(Input::Offer(OfferChange { offer_id: "o1".into(), change: Change::Deleted, source: None }), t);
+    let a = e.apply(
+        Input::Offer(OfferChange {
+            offer_id: "o1".into(),
+            change: Change::Deleted,
+            source: None,
+        }),
+        t,
+    );
     assert_eq!(states(&a)[0].0, 2);
     assert!(e.offer_view("o1").is_none());
     let a = e.apply(body("o1", json!({"price": 100})), t);
     assert_eq!(states(&a)[0].0, 3, "the version goes on after a delete");
     assert_eq!(runs(&a), [("price".into(), "price/o1#2".into(), 2, 3)]);
     // The worker of the run from before the delete answers: not this run.
-    let a = e.apply(success("price/o1#1", 1, StageReply { version: Some(3), ..update(json!({"x": 1})) }), t);
+    let a = e.apply(
+        success(
+            "price/o1#1",
+            1,
+            StageReply {
+                version: Some(3),
+                ..update(json!({"x": 1}))
+            },
+        ),
+        t,
+    );
     assert!(states(&a).is_empty());
-    assert!(a.iter().any(|x| matches!(x, Action::Event(Event::StageResultRejected { .. }))));
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Event(Event::StageResultRejected { .. }))));
     // Once the longest timeout has passed, a deleted offer's record is gone.
-    e.apply(Input::Offer(OfferChange { offer_id: "o1".into(), change: Change::Deleted, source: None }), t);
+    e.apply(
+        Input::Offer(OfferChange {
+            offer_id: "o1".into(),
+            change: Change::Deleted,
+            source: None,
+        }),
+        t,
+    );
     let a = e.tick(ts("2024-01-01T00:01:00Z"));
-    assert!(a.iter().any(|x| matches!(x, Action::Changelog(r) if r.key == "o1" && r.value.is_none())));
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Changelog(r) if r.key == "o1" && r.value.is_none())));
     let a = e.apply(body("o1", json!({"price": 1})), ts("2024-01-01T00:02:00Z"));
     assert_eq!(states(&a)[0].0, 1);
 }

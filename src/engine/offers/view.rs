@@ -117,7 +117,11 @@ impl Offers {
     }
 
     /// The run in flight of `stage` on `offer`: `(run id, pass, version)`.
-    pub(in crate::engine) fn current_run(&self, stage: &str, offer: &str) -> Option<(String, u64, u64)> {
+    pub(in crate::engine) fn current_run(
+        &self,
+        stage: &str,
+        offer: &str,
+    ) -> Option<(String, u64, u64)> {
         let s = *self.by_name.get(stage)?;
         let slot = self.live(offer)?.slot(s)?;
         let run = slot.run.as_ref().filter(|_| slot.phase == Phase::Running)?;
