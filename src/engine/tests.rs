@@ -116,6 +116,30 @@ fn decisions(out: &[sim::Output]) -> Vec<String> {
         .collect()
 }
 
+/// Runs `input` straight and with a crash + restore after input `crash`;
+/// both must decide the same and end equal, and a restore from the whole
+/// changelog must give the same state. Returns the straight run.
+pub(super) fn straight_and_crashed(
+    config: &config::Config,
+    input: &str,
+    crash: usize,
+) -> Result<(sim::Simulator, Vec<sim::Output>), TestCaseError> {
+    let (straight_sim, straight) = sim::run(config.clone(), input, None, None, true).unwrap();
+    let (crashed_sim, crashed) = sim::run(config.clone(), input, None, Some(crash), true).unwrap();
+    prop_assert_eq!(decisions(&straight), decisions(&crashed));
+    prop_assert_eq!(
+        straight_sim.engine().snapshot(),
+        crashed_sim.engine().snapshot()
+    );
+    let records = straight.iter().filter_map(|o| match &o.action {
+        Action::Changelog(r) => Some(r.clone()),
+        _ => None,
+    });
+    let restored = super::Engine::restore(config, |_| true, records).unwrap();
+    prop_assert_eq!(restored.snapshot(), straight_sim.engine().snapshot());
+    Ok((straight_sim, straight))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -124,10 +148,7 @@ proptest! {
         let config = config::parse(CONFIG, "prop.toml").unwrap().config;
         let input = render(&ops);
         let crash = crash.min(ops.len());
-        let (straight_sim, straight) = sim::run(config.clone(), &input, None, None, true).unwrap();
-        let (crashed_sim, crashed) = sim::run(config.clone(), &input, None, Some(crash), true).unwrap();
-        prop_assert_eq!(decisions(&straight), decisions(&crashed));
-        prop_assert_eq!(straight_sim.engine().snapshot(), crashed_sim.engine().snapshot());
+        let (straight_sim, _) = straight_and_crashed(&config, &input, crash)?;
 
         // Invariants of the final state.
         let engine = straight_sim.engine();
@@ -138,13 +159,6 @@ proptest! {
             let running = rt.state == crate::task::TaskState::Running;
             prop_assert_eq!(running, rt.run.is_some(), "task {} run/state mismatch", i);
         }
-        // Restoring from the full changelog gives the same state.
-        let records = straight.iter().filter_map(|o| match &o.action {
-            Action::Changelog(r) => Some(r.clone()),
-            _ => None,
-        });
-        let restored = super::Engine::restore(&config, |_| true, records).unwrap();
-        prop_assert_eq!(restored.snapshot(), engine.snapshot());
     }
 }
 

@@ -7,7 +7,6 @@ use proptest::prelude::*;
 
 use crate::action::Action;
 use crate::config;
-use crate::sim;
 use crate::stage::Phase;
 
 const CONFIG: &str = r#"
@@ -184,13 +183,6 @@ fn render(ops: &[(u32, Op)]) -> String {
     lines.join("\n")
 }
 
-fn decisions(out: &[sim::Output]) -> Vec<String> {
-    out.iter()
-        .filter(|o| !matches!(o.action, Action::Changelog(_)))
-        .map(|o| serde_json::to_string(o).unwrap())
-        .collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -199,10 +191,8 @@ proptest! {
         let config = config::parse(CONFIG, "prop.toml").unwrap().config;
         let input = render(&ops);
         let crash = crash.min(ops.len());
-        let (straight_sim, straight) = sim::run(config.clone(), &input, None, None, true).unwrap();
-        let (crashed_sim, crashed) = sim::run(config.clone(), &input, None, Some(crash), true).unwrap();
-        prop_assert_eq!(decisions(&straight), decisions(&crashed));
-        prop_assert_eq!(straight_sim.engine().snapshot(), crashed_sim.engine().snapshot());
+        let (straight_sim, straight) =
+            crate::engine::tests::straight_and_crashed(&config, &input, crash)?;
 
         let offers = &straight_sim.engine().offers;
         for (s, share) in offers.share.iter().enumerate() {
@@ -234,11 +224,5 @@ proptest! {
                 last.insert(s.offer.clone(), (s.version, s.deleted));
             }
         }
-        let records = straight.iter().filter_map(|o| match &o.action {
-            Action::Changelog(r) => Some(r.clone()),
-            _ => None,
-        });
-        let restored = crate::engine::Engine::restore(&config, |_| true, records).unwrap();
-        prop_assert_eq!(restored.snapshot(), straight_sim.engine().snapshot());
     }
 }
