@@ -21,7 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use reactor::action::Action;
 use reactor::changelog::{ChangelogRecord, Store, Value};
-use reactor::config::{self, Accept, Config, Pool, RetryPolicy, Task};
+use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task};
 use reactor::ctl::{ParamId, ParamName};
 use reactor::engine::{Engine, Input, RunResult};
 use reactor::run::Status;
@@ -68,10 +68,12 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         trigger: trigger::parse(&text).expect("valid trigger"),
         trigger_text: text,
         time_zone,
-        timeout: config::DEFAULT_TIMEOUT,
-        restart_after_timeout: true,
-        accept: Accept::Last,
-        retry: RetryPolicy::default(),
+        run: RunPolicy {
+            timeout: config::DEFAULT_TIMEOUT,
+            restart_after_timeout: true,
+            accept: Accept::Last,
+            retry: RetryPolicy::default(),
+        },
         produces: Vec::new(),
         expect_every: None,
         params: BTreeMap::new(),

@@ -426,14 +426,8 @@ pub struct Task {
     pub trigger_text: String,
     /// Zone for chunk truncation.
     pub time_zone: TimeZone,
-    /// Per-attempt timeout.
-    pub timeout: Duration,
-    /// Re-dispatch on timeout.
-    pub restart_after_timeout: bool,
-    /// Result acceptance.
-    pub accept: Accept,
-    /// Retry policy.
-    pub retry: RetryPolicy,
+    /// Timeout, result acceptance and retries of its runs.
+    pub run: RunPolicy,
     /// Parameters this task produces.
     pub produces: Vec<ParamName>,
     /// Staleness SLA.
@@ -493,14 +487,38 @@ pub struct Stage {
     pub max_parallelism: u32,
     /// Most dispatches per second across all partitions (each partition gets an even share).
     pub rate_limit: Option<RateLimit>,
+    /// Timeout, result acceptance and retries of its runs.
+    pub run: RunPolicy,
+}
+
+/// How the runs of a task or stage are supervised: the part of the run
+/// lifecycle (DESIGN §7) both share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPolicy {
     /// No result by then: the pass times out.
     pub timeout: Duration,
-    /// Re-dispatch at once after a timeout (else the timeout counts as a failure).
+    /// Re-dispatch at once after a timeout while attempts remain (else the
+    /// timeout goes through the retry policy).
     pub restart_after_timeout: bool,
     /// Which pass's result is accepted.
     pub accept: Accept,
     /// Retries after failures.
     pub retry: RetryPolicy,
+}
+
+impl RunPolicy {
+    /// Whether a pass that timed out after `failures` failed attempts is
+    /// re-dispatched at once. A timeout is a failed attempt: the last one
+    /// (or any, with `restart_after_timeout = false`) goes through the
+    /// retry policy instead.
+    pub fn restarts_on_timeout(&self, failures: u32) -> bool {
+        self.restart_after_timeout && failures + 1 < self.retry.attempts
+    }
+
+    /// The error recorded for a timed-out attempt.
+    pub fn timeout_error(&self) -> String {
+        format!("timed out after {}", self.timeout)
+    }
 }
 
 /// `[offers]`: settings shared by every offer.
@@ -831,10 +849,12 @@ impl Validator<'_> {
                 trigger,
                 trigger_text: t.trigger.get_ref().clone(),
                 time_zone: zone,
-                timeout,
-                restart_after_timeout: t.restart_after_timeout.unwrap_or(true),
-                accept: t.accept.unwrap_or_default(),
-                retry,
+                run: RunPolicy {
+                    timeout,
+                    restart_after_timeout: t.restart_after_timeout.unwrap_or(true),
+                    accept: t.accept.unwrap_or_default(),
+                    retry,
+                },
                 produces,
                 expect_every: t.expect_every,
                 params: t.params.clone(),
@@ -992,10 +1012,12 @@ impl Validator<'_> {
             topic,
             max_parallelism,
             rate_limit,
-            timeout,
-            restart_after_timeout: s.restart_after_timeout.unwrap_or(true),
-            accept: s.accept.unwrap_or_default(),
-            retry: self.retry(s.retry.as_ref(), at("retry"), &subject)?,
+            run: RunPolicy {
+                timeout,
+                restart_after_timeout: s.restart_after_timeout.unwrap_or(true),
+                accept: s.accept.unwrap_or_default(),
+                retry: self.retry(s.retry.as_ref(), at("retry"), &subject)?,
+            },
         })
     }
 
@@ -1136,8 +1158,8 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         assert_eq!(loaded.config.pools[task.pool].name, "reports");
         assert_eq!(loaded.config.pools[task.pool].max_running, Some(2));
         assert_eq!(task.priority, 10);
-        assert_eq!(task.timeout, Duration::from_secs(3600));
-        assert_eq!(task.retry, RetryPolicy::default());
+        assert_eq!(task.run.timeout, Duration::from_secs(3600));
+        assert_eq!(task.run.retry, RetryPolicy::default());
         assert_eq!(
             task.time_zone.iana_name(),
             Some("Europe/Moscow"),
@@ -1229,18 +1251,18 @@ retry = { attempts = 5, backoff = "10s", tiers = ["1h"] }
         assert_eq!(expire.topic, "stage.expire.runs");
         assert_eq!(expire.max_parallelism, 10);
         assert_eq!(expire.rate_limit, None);
-        assert_eq!(expire.timeout, Duration::from_secs(60));
-        assert!(expire.restart_after_timeout);
-        assert_eq!(expire.accept, Accept::Last);
-        assert_eq!(expire.retry, RetryPolicy::default());
+        assert_eq!(expire.run.timeout, Duration::from_secs(60));
+        assert!(expire.run.restart_after_timeout);
+        assert_eq!(expire.run.accept, Accept::Last);
+        assert_eq!(expire.run.retry, RetryPolicy::default());
 
         assert_eq!(price.topic, "pricing.runs");
         assert_eq!(price.max_parallelism, DEFAULT_MAX_PARALLELISM);
         assert_eq!(price.rate_limit, Some("50/s".parse().unwrap()));
-        assert!(!price.restart_after_timeout);
-        assert_eq!(price.accept, Accept::First);
+        assert!(!price.run.restart_after_timeout);
+        assert_eq!(price.run.accept, Accept::First);
         assert_eq!(
-            price.retry,
+            price.run.retry,
             RetryPolicy {
                 attempts: 5,
                 backoff: Duration::from_secs(10),
@@ -1263,10 +1285,10 @@ retry = { attempts = 5, backoff = "10s", tiers = ["1h"] }
         assert_eq!(stage.topic, "stage.enrich.runs");
         assert_eq!(stage.max_parallelism, DEFAULT_MAX_PARALLELISM);
         assert_eq!(stage.rate_limit, None);
-        assert_eq!(stage.timeout, DEFAULT_STAGE_TIMEOUT);
-        assert!(stage.restart_after_timeout);
-        assert_eq!(stage.accept, Accept::Last);
-        assert_eq!(stage.retry, RetryPolicy::default());
+        assert_eq!(stage.run.timeout, DEFAULT_STAGE_TIMEOUT);
+        assert!(stage.run.restart_after_timeout);
+        assert_eq!(stage.run.accept, Accept::Last);
+        assert_eq!(stage.run.retry, RetryPolicy::default());
         assert!(parse("", "t.toml").unwrap().config.stages.is_empty());
     }
 

@@ -19,7 +19,7 @@ use jiff::Timestamp;
 
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::config::{Accept, Config, RetryPolicy};
+use crate::config::{Config, RunPolicy};
 use crate::ctl::{CtlTable, ParamId, ParamName};
 use crate::duration::Duration;
 use crate::run::Run;
@@ -64,10 +64,7 @@ struct TaskDef {
     trigger_text: String,
     refs: Vec<ParamId>,
     tz: jiff::tz::TimeZone,
-    timeout: Duration,
-    restart_after_timeout: bool,
-    accept: Accept,
-    retry: RetryPolicy,
+    run: RunPolicy,
     produces: Vec<ParamId>,
     expect_every: Option<Duration>,
     params: std::collections::BTreeMap<String, String>,
@@ -196,10 +193,7 @@ impl Engine {
                 trigger_text: t.trigger_text.clone(),
                 refs,
                 tz: t.time_zone.clone(),
-                timeout: t.timeout,
-                restart_after_timeout: t.restart_after_timeout,
-                accept: t.accept,
-                retry: t.retry.clone(),
+                run: t.run.clone(),
                 produces,
                 expect_every: t.expect_every,
                 params: t.params.clone(),

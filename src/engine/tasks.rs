@@ -103,7 +103,7 @@ impl Engine {
             .iter()
             .filter_map(|&p| self.table.current(p).map(|v| (p, v)))
             .collect();
-        let deadline = add(now, def.timeout.get());
+        let deadline = add(now, def.run.timeout.get());
         let pool = def.pool;
         let rt = &mut self.rt[i as usize];
         rt.run_seq += 1;
@@ -162,7 +162,7 @@ impl Engine {
         };
         let rt = &self.rt[i as usize];
         let current = rt.run.as_ref().filter(|_| rt.state == TaskState::Running);
-        let accept = self.defs[i as usize].accept;
+        let accept = self.defs[i as usize].run.accept;
         if let Err(reason) = run::accepts(current, &result.run_id, result.pass, accept) {
             let task = self.defs[i as usize].id.clone();
             return self.reject(&task, &result, reason);
@@ -234,7 +234,7 @@ impl Engine {
         rt.last_error = Some(error.clone());
         let failures = rt.failures;
         let run_id = run::run_id(&task, rt.run_seq);
-        let (state, wake, event) = match def.retry.after_failure(failures, now) {
+        let (state, wake, event) = match def.run.retry.after_failure(failures, now) {
             AfterFailure::Backoff(at) => (
                 TaskState::Backoff,
                 Some(at),
@@ -277,7 +277,7 @@ impl Engine {
         let def = &self.defs[i as usize];
         let rt = &self.rt[i as usize];
         let run = rt.run.as_ref().expect("a running task has a run");
-        let restart = def.restart_after_timeout && rt.failures + 1 < def.retry.attempts;
+        let restart = def.run.restarts_on_timeout(rt.failures);
         self.out.push(Action::Event(Event::RunTimedOut {
             task: def.id.clone(),
             run_id: run.run_id.clone(),
@@ -285,13 +285,13 @@ impl Engine {
             restarted: restart,
         }));
         if !restart {
-            let error = format!("timed out after {}", def.timeout);
+            let error = def.run.timeout_error();
             self.end_run(i);
             return self.fail(i, error, now);
         }
         // Same run, same snapshot, a new pass: a late result of the timed-out
         // pass is now stale unless the task accepts the first result.
-        let deadline = add(now, def.timeout.get());
+        let deadline = add(now, def.run.timeout.get());
         let rt = &mut self.rt[i as usize];
         rt.failures += 1;
         rt.pass_seq += 1;

@@ -25,7 +25,7 @@ use jiff::Timestamp;
 
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::config::{Accept, Config, PingPong, RetryPolicy};
+use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
 use crate::offer::Body;
 use crate::stage::expr::Expr;
@@ -56,10 +56,7 @@ struct StageDef {
     topic: String,
     max_parallelism: u32,
     rate: Option<f64>,
-    timeout: Duration,
-    restart_after_timeout: bool,
-    accept: Accept,
-    retry: RetryPolicy,
+    run: RunPolicy,
 }
 
 /// One offer in memory: the record, with slots indexed by stage.
@@ -187,10 +184,7 @@ impl Offers {
                 topic: s.topic.clone(),
                 max_parallelism: s.max_parallelism,
                 rate: s.rate_limit.as_ref().map(|r| r.per_second),
-                timeout: s.timeout,
-                restart_after_timeout: s.restart_after_timeout,
-                accept: s.accept,
-                retry: s.retry.clone(),
+                run: s.run.clone(),
             })
             .collect();
         let n = defs.len();
@@ -218,7 +212,7 @@ impl Offers {
             counters: OfferCounters::default(),
             grave_time: defs
                 .iter()
-                .map(|d| d.timeout)
+                .map(|d| d.run.timeout)
                 .max()
                 .unwrap_or(Duration::from_secs(0)),
             defs,

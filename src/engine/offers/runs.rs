@@ -101,7 +101,7 @@ impl Offers {
     /// Sends a pass of the slot's run on the offer's current version.
     fn issue(&mut self, s: u16, id: &str, run_id: String, attempt: u32, now: Timestamp) {
         let def = &self.defs[s as usize];
-        let deadline = add(now, def.timeout.get());
+        let deadline = add(now, def.run.timeout.get());
         let rt = self.map.get_mut(id).expect("running offers exist");
         let version = rt.version;
         let body = rt.body.clone();
@@ -163,7 +163,7 @@ impl Offers {
         let Some(&s) = self.by_name.get(&stage) else {
             return self.reject(&stage, &id, &result, Rejection::UnknownTarget);
         };
-        let accept = self.defs[s as usize].accept;
+        let accept = self.defs[s as usize].run.accept;
         let current = self
             .map
             .get(&id)
@@ -295,7 +295,7 @@ impl Offers {
         let slot = rt.slot_mut(s);
         slot.failures += 1;
         slot.last_error = Some(error.clone());
-        let (phase, wake, event) = match def.retry.after_failure(slot.failures, now) {
+        let (phase, wake, event) = match def.run.retry.after_failure(slot.failures, now) {
             AfterFailure::Backoff(at) => (
                 Phase::Backoff,
                 Some(at),
@@ -356,8 +356,8 @@ impl Offers {
         // through the retry policy, so a hung worker ends parked, then dead.
         let def = &self.defs[s as usize];
         let failures = self.map[id].slot(s).map_or(0, |slot| slot.failures);
-        let restart = def.restart_after_timeout && failures + 1 < def.retry.attempts;
-        let error = format!("timed out after {}", def.timeout);
+        let restart = def.run.restarts_on_timeout(failures);
+        let error = def.run.timeout_error();
         self.emit(Event::StageRunTimedOut {
             stage: def.name.clone(),
             offer: id.to_string(),

@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use serde_json::json;
 
 use crate::action::{Action, Event};
-use crate::config::{self, Accept, Config, RetryPolicy, Stage};
+use crate::config::{self, Accept, Config, RetryPolicy, RunPolicy, Stage};
 use crate::duration::Duration;
 use crate::engine::{Command, Engine, Input, RunResult, StageReply, TimerChange, Update};
 use crate::offer::{Change, OfferChange};
@@ -24,10 +24,12 @@ fn stage(name: &str, watch: &[&str], when: &str, timer: Option<&str>) -> Stage {
         topic: format!("stage.{name}.runs"),
         max_parallelism: 10,
         rate_limit: None,
-        timeout: Duration::from_secs(60),
-        restart_after_timeout: true,
-        accept: Accept::Last,
-        retry: RetryPolicy::default(),
+        run: RunPolicy {
+            timeout: Duration::from_secs(60),
+            restart_after_timeout: true,
+            accept: Accept::Last,
+            retry: RetryPolicy::default(),
+        },
     }
 }
 
@@ -335,7 +337,7 @@ fn restore_reproduces_the_shard() {
 #[test]
 fn a_timeout_is_a_failed_attempt_and_escalates_like_a_task() {
     let mut flaky = stage("slow", &["x"], "true", None);
-    flaky.retry = RetryPolicy {
+    flaky.run.retry = RetryPolicy {
         attempts: 2,
         backoff: Duration::from_secs(60),
         tiers: vec![Duration::from_secs(600)],
