@@ -172,7 +172,8 @@ impl Offers {
         now: Timestamp,
     ) {
         let Some(rt) = self.live(id) else { return };
-        let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+        // Converting the body for CEL is the costly part: only when a stage is asked.
+        let mut scope = None;
         let mut decisions = Vec::new();
         for (s, def) in self.defs.iter().enumerate() {
             let s = s as u16;
@@ -182,9 +183,11 @@ impl Offers {
             if !is_new && !def.watch.is_empty() && !def.watch.iter().any(|w| changed.contains(w)) {
                 continue;
             }
+            let scope = scope
+                .get_or_insert_with(|| Scope::new(id, rt.version, rt.updated_at, &rt.body, now));
             let state = rt.state(s);
-            let when = def.when.eval_bool(&scope, state);
-            let timer = def.timer.as_ref().map(|t| t.eval_time(&scope, state));
+            let when = def.when.eval_bool(scope, state);
+            let timer = def.timer.as_ref().map(|t| t.eval_time(scope, state));
             decisions.push((s, when, timer));
         }
         for (s, when, timer) in decisions {
