@@ -24,7 +24,7 @@ use reactor::changelog::{ChangelogRecord, Store, Value};
 use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task};
 use reactor::ctl::{ParamId, ParamName};
 use reactor::engine::{Engine, Input, RunResult};
-use reactor::run::Status;
+use reactor::run::{RunSlot, Status};
 use reactor::task::{TaskRecord, TaskState};
 use reactor::trigger::{self, Trigger, Values};
 
@@ -125,10 +125,13 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             store: Store::Task,
             key: t.id.clone(),
             value: Some(Value::Task(Box::new(TaskRecord {
-                state: TaskState::Idle,
+                slot: RunSlot {
+                    phase: TaskState::Idle,
+                    run_seq: 1,
+                    pass_seq: 1,
+                    ..RunSlot::default()
+                },
                 since: Some(t0()),
-                run_seq: 1,
-                pass_seq: 1,
                 last_seen,
                 last_success: Some(t0()),
                 ..TaskRecord::default()
@@ -142,7 +145,7 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
     if hot > 0 {
         engine.load_ctl(&ParamName::new(HOT, PARAM), t0());
     }
-    let actions = engine.start(now());
+    let actions = engine.start(now()).expect("a restored shard starts");
     assert!(actions.is_empty(), "a restored shard at rest fires nothing");
     assert_eq!(engine.task_count(), groups * PER_PARAM + hot);
     eprintln!(
@@ -175,8 +178,9 @@ fn fanout(c: &mut Criterion) {
             b.iter(|| {
                 step += 1;
                 let value = t0 + SignedDuration::from_nanos(step);
-                let actions =
-                    engine.apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now));
+                let actions = engine
+                    .apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now))
+                    .expect("applies");
                 assert!(actions.is_empty(), "no trigger fires");
                 actions
             });
@@ -215,8 +219,9 @@ fn fanout_fire(c: &mut Criterion) {
                 let value = t0 + SignedDuration::from_hours(24 * day);
                 let now = value + SignedDuration::from_mins(30);
                 let start = Instant::now();
-                let actions =
-                    engine.apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now));
+                let actions = engine
+                    .apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now))
+                    .expect("applies");
                 timed += start.elapsed();
                 let actions = black_box(actions);
                 let results: Vec<RunResult> = actions
@@ -236,7 +241,7 @@ fn fanout_fire(c: &mut Criterion) {
                 assert_eq!(actions.len(), 2 * PER_PARAM, "a run and a record each");
                 drop(actions);
                 for result in results {
-                    engine.apply(Input::Result(result), now);
+                    engine.apply(Input::Result(result), now).expect("applies");
                 }
             }
             timed

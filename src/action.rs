@@ -106,9 +106,82 @@ pub struct OfferState {
     pub deleted: bool,
 }
 
-/// An audit or alert event; every event names its task, or its stage and offer.
+/// What a run-lifecycle event is about: a task, a stage on one offer, or a
+/// step of a process instance. Its fields are the event's own on the wire
+/// and in `simulate` (`task`; `stage` and `offer`; `process`, `key` …).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Subject {
+    /// A task.
+    Task {
+        /// The task id.
+        task: String,
+    },
+    /// A stage on one offer (either may be empty in a rejected command that
+    /// names only the other).
+    Stage {
+        /// The stage.
+        stage: String,
+        /// The offer.
+        offer: String,
+    },
+    /// A process (or a submitted job's implicit process) for one key.
+    Process {
+        /// The process.
+        process: String,
+        /// The business key.
+        key: String,
+        /// The instance, `PROCESS/KEY#N`, where one exists.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance: Option<String>,
+        /// The job of the step the event is about, for step events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
+    },
+}
+
+impl Subject {
+    /// A task subject.
+    pub fn task(task: impl Into<String>) -> Subject {
+        Subject::Task { task: task.into() }
+    }
+
+    /// A stage-on-offer subject.
+    pub fn stage(stage: impl Into<String>, offer: impl Into<String>) -> Subject {
+        Subject::Stage {
+            stage: stage.into(),
+            offer: offer.into(),
+        }
+    }
+
+    /// The record key of the event on `reactor.events`: the task id, the
+    /// offer id (the stage when no offer is named), the business key.
+    pub fn key(&self) -> &str {
+        match self {
+            Subject::Task { task } => task,
+            Subject::Stage { stage, offer } if offer.is_empty() => stage,
+            Subject::Stage { offer, .. } => offer,
+            Subject::Process { key, .. } => key,
+        }
+    }
+
+    /// The worker type the subject's runs go to, for per-type metrics:
+    /// `(kind, name)` — `("task", id)`, `("stage", stage)`, `("job", job)`.
+    pub fn worker_type(&self) -> (&'static str, &str) {
+        match self {
+            Subject::Task { task } => ("task", task),
+            Subject::Stage { stage, .. } => ("stage", stage),
+            Subject::Process { job, process, .. } => ("job", job.as_deref().unwrap_or(process)),
+        }
+    }
+}
+
+/// An audit or alert event. Run-lifecycle events carry a [`Subject`]
+/// (flattened: `task`, or `stage` and `offer`, or `process`, `key` …); the
+/// others name what they are about in their own fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Event {
     /// A CTL value moved backwards; the task may need an operator.
     CtlMovedBack {
@@ -125,8 +198,9 @@ pub enum Event {
     },
     /// A result was not applied.
     ResultRejected {
-        /// The task (as named by the run id).
-        task: String,
+        /// What the result's run id names.
+        #[serde(flatten)]
+        subject: Subject,
         /// Run id of the result.
         run_id: String,
         /// Pass of the result.
@@ -136,8 +210,9 @@ pub enum Event {
     },
     /// A pass got no result in time.
     RunTimedOut {
-        /// The task.
-        task: String,
+        /// Whose run.
+        #[serde(flatten)]
+        subject: Subject,
         /// The run.
         run_id: String,
         /// The attempt that timed out.
@@ -147,8 +222,9 @@ pub enum Event {
     },
     /// A run failed and will be retried after a backoff.
     RunFailed {
-        /// The task.
-        task: String,
+        /// Whose run.
+        #[serde(flatten)]
+        subject: Subject,
         /// The run.
         run_id: String,
         /// The attempt that failed.
@@ -160,8 +236,9 @@ pub enum Event {
     },
     /// Attempts used up: parked for an archive tier, then one more attempt.
     Parked {
-        /// The task.
-        task: String,
+        /// Whose run.
+        #[serde(flatten)]
+        subject: Subject,
         /// 1-based tier.
         tier: usize,
         /// End of the park.
@@ -171,8 +248,9 @@ pub enum Event {
     },
     /// The attempt after the last tier failed; waits for an operator.
     Dead {
-        /// The task.
-        task: String,
+        /// Whose run.
+        #[serde(flatten)]
+        subject: Subject,
         /// Failed attempts in a row.
         attempts: u32,
         /// Last error.
@@ -190,80 +268,11 @@ pub enum Event {
     },
     /// An operator command could not be applied.
     CommandRejected {
-        /// The task named by the command.
-        task: String,
+        /// What the command names.
+        #[serde(flatten)]
+        subject: Subject,
         /// Why.
         reason: String,
-    },
-    /// A stage result was not applied (wire name `result_rejected`).
-    #[serde(rename = "result_rejected")]
-    StageResultRejected {
-        /// The stage.
-        stage: String,
-        /// The offer.
-        offer: String,
-        /// Run id of the result.
-        run_id: String,
-        /// Pass of the result.
-        pass: u64,
-        /// Why.
-        reason: Rejection,
-    },
-    /// A stage pass got no result in time (wire name `run_timed_out`).
-    #[serde(rename = "run_timed_out")]
-    StageRunTimedOut {
-        /// The stage.
-        stage: String,
-        /// The offer.
-        offer: String,
-        /// The run.
-        run_id: String,
-        /// The attempt that timed out.
-        attempt: u32,
-        /// Whether it was re-dispatched at once under a new pass.
-        restarted: bool,
-    },
-    /// A stage run failed and is retried after a backoff (wire name `run_failed`).
-    #[serde(rename = "run_failed")]
-    StageRunFailed {
-        /// The stage.
-        stage: String,
-        /// The offer.
-        offer: String,
-        /// The run.
-        run_id: String,
-        /// The attempt that failed.
-        attempt: u32,
-        /// The worker's error text.
-        error: String,
-        /// When the retry is due.
-        retry_at: Timestamp,
-    },
-    /// A stage used its attempts on an offer: parked for a tier (wire name `parked`).
-    #[serde(rename = "parked")]
-    StageParked {
-        /// The stage.
-        stage: String,
-        /// The offer.
-        offer: String,
-        /// 1-based tier.
-        tier: usize,
-        /// End of the park.
-        until: Timestamp,
-        /// Last error.
-        error: String,
-    },
-    /// The stage's attempt after the last tier failed (wire name `dead`).
-    #[serde(rename = "dead")]
-    StageDead {
-        /// The stage.
-        stage: String,
-        /// The offer.
-        offer: String,
-        /// Failed attempts in a row.
-        attempts: u32,
-        /// Last error.
-        error: String,
     },
     /// A stage result was computed from an old offer version: discarded, and
     /// the stage re-runs on the current version.
@@ -333,59 +342,58 @@ pub enum Event {
         /// The rescan has checked every offer.
         done: bool,
     },
-    /// An operator command about an offer or stage could not be applied
-    /// (wire name `command_rejected`).
-    #[serde(rename = "command_rejected")]
-    StageCommandRejected {
-        /// The stage named by the command, if any.
-        stage: String,
-        /// The offer named by the command, if any.
-        offer: String,
-        /// Why.
-        reason: String,
-    },
 }
 
 impl Event {
-    /// The event's key on `reactor.events`: the task id, or the offer id of
-    /// a stage event (the stage of a rescan).
-    pub fn key(&self) -> &str {
+    /// The event's name on the wire and in `simulate` (`run_timed_out`).
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
+
+    /// What a run-lifecycle event is about.
+    pub fn subject(&self) -> Option<&Subject> {
         match self {
-            Event::CtlMovedBack { task, .. }
-            | Event::ResultRejected { task, .. }
-            | Event::RunTimedOut { task, .. }
-            | Event::RunFailed { task, .. }
-            | Event::Parked { task, .. }
-            | Event::Dead { task, .. }
-            | Event::SlaMissed { task, .. }
-            | Event::CommandRejected { task, .. } => task,
-            Event::StageResultRejected { offer, .. }
-            | Event::StageRunTimedOut { offer, .. }
-            | Event::StageRunFailed { offer, .. }
-            | Event::StageParked { offer, .. }
-            | Event::StageDead { offer, .. }
-            | Event::StaleVersion { offer, .. }
+            Event::ResultRejected { subject, .. }
+            | Event::RunTimedOut { subject, .. }
+            | Event::RunFailed { subject, .. }
+            | Event::Parked { subject, .. }
+            | Event::Dead { subject, .. }
+            | Event::CommandRejected { subject, .. } => Some(subject),
+            _ => None,
+        }
+    }
+
+    /// The event's key on `reactor.events`: the task id, the offer id of a
+    /// stage event (the stage of a rescan), the business key of a process
+    /// event.
+    pub fn key(&self) -> &str {
+        if let Some(subject) = self.subject() {
+            return subject.key();
+        }
+        match self {
+            Event::CtlMovedBack { task, .. } | Event::SlaMissed { task, .. } => task,
+            Event::StaleVersion { offer, .. }
             | Event::PredicateError { offer, .. }
             | Event::PingPong { offer, .. }
             | Event::StageState { offer, .. } => offer,
-            Event::StageCommandRejected { offer, stage, .. } if offer.is_empty() => stage,
-            Event::StageCommandRejected { offer, .. } => offer,
             Event::RescanProgress { stage, .. } => stage,
+            Event::ResultRejected { .. }
+            | Event::RunTimedOut { .. }
+            | Event::RunFailed { .. }
+            | Event::Parked { .. }
+            | Event::Dead { .. }
+            | Event::CommandRejected { .. } => "",
         }
     }
 
     /// The task the event is about, if it is a task event.
     pub fn task(&self) -> Option<&str> {
         match self {
-            Event::CtlMovedBack { task, .. }
-            | Event::ResultRejected { task, .. }
-            | Event::RunTimedOut { task, .. }
-            | Event::RunFailed { task, .. }
-            | Event::Parked { task, .. }
-            | Event::Dead { task, .. }
-            | Event::SlaMissed { task, .. }
-            | Event::CommandRejected { task, .. } => Some(task),
-            _ => None,
+            Event::CtlMovedBack { task, .. } | Event::SlaMissed { task, .. } => Some(task),
+            _ => match self.subject() {
+                Some(Subject::Task { task }) => Some(task),
+                _ => None,
+            },
         }
     }
 }

@@ -134,7 +134,10 @@ impl Error {
 }
 
 fn state_names() -> String {
-    let names: Vec<_> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
+    let names: Vec<_> = <TaskState as strum::VariantArray>::VARIANTS
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
     names.join(", ")
 }
 
@@ -216,8 +219,9 @@ async fn tasks(
     // Validate before asking, so a typo does not cost a runtime round trip.
     let wanted = match filter.state {
         Some(name) => Some(
-            TaskState::ALL
-                .into_iter()
+            <TaskState as strum::VariantArray>::VARIANTS
+                .iter()
+                .copied()
                 .find(|s| s.as_str() == name)
                 .ok_or(Error::BadState(name))?,
         ),
@@ -364,14 +368,18 @@ max_parallelism = 4
         let loaded = config::parse(CONFIG, "t.toml").unwrap();
         let mut engine = Engine::new(&loaded.config);
         let now = ts("2024-05-01T10:00:00Z");
-        engine.apply_ctl("raw", "a", ts("2024-05-01T09:00:00Z"), now);
+        engine
+            .apply_ctl("raw", "a", ts("2024-05-01T09:00:00Z"), now)
+            .unwrap();
         let body = serde_json::json!({"status": "active", "price": 100});
         let change = crate::offer::OfferChange {
             offer_id: "shop/o1".to_string(),
             change: crate::offer::Change::Body(body.as_object().unwrap().clone()),
             source: None,
         };
-        engine.apply(crate::engine::Input::Offer(change), now);
+        engine
+            .apply(crate::engine::Input::Offer(change), now)
+            .unwrap();
         let (queries, mut rx) = mpsc::channel(8);
         std::thread::spawn(move || {
             while let Some(query) = rx.blocking_recv() {

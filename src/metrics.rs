@@ -23,7 +23,7 @@ use metrics::{
 };
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
-use crate::action::{Action, Event, OfferState};
+use crate::action::{Action, Event, OfferState, Subject};
 use crate::engine::{OfferCounters, PoolStats, RunResult, StageStats, Stats, TaskSummary};
 use crate::run::Status;
 use crate::stage::Lane;
@@ -112,6 +112,9 @@ pub const SHARDS_OWNED: &str = "reactor_shards_owned";
 pub const READY: &str = "reactor_ready";
 /// Times the broker could not be reached.
 pub const BROKER_UNAVAILABLE: &str = "reactor_broker_unavailable_total";
+/// Inputs on which a shard broke an internal invariant (a bug): each is
+/// dead-lettered and the shard rebuilt from its changelog.
+pub const ENGINE_FAILURES: &str = "reactor_engine_failures_total";
 
 /// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
 pub const BUCKETS: [f64; 15] = [
@@ -136,6 +139,11 @@ impl Error {
 
 /// Registers the description and unit of every metric.
 pub fn describe() {
+    describe_counter!(
+        ENGINE_FAILURES,
+        Unit::Count,
+        "Inputs on which a shard broke an internal invariant (a bug): dead-lettered, shard rebuilt."
+    );
     describe_counter!(
         EVENTS_CONSUMED,
         Unit::Count,
@@ -372,34 +380,23 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
                     counter!(CTL_MOVED_BACK).increment(1);
                 }
             }
-            Event::ResultRejected { reason, .. } => {
-                counter!(RESULTS_REJECTED, "kind" => TASK, "reason" => reason.as_str())
-                    .increment(1);
+            // By kind only: a rejected result may name any stage or job.
+            Event::ResultRejected {
+                subject, reason, ..
+            } => counter!(RESULTS_REJECTED, "kind" => subject.worker_type().0, "reason" => reason.as_str())
+                .increment(1),
+            Event::RunTimedOut { subject, .. } => run_counter(RUNS_TIMED_OUT, subject, &[]),
+            Event::RunFailed { subject, .. } => {
+                run_counter(RUNS_FAILED, subject, &[("next", "backoff")]);
             }
-            Event::RunTimedOut { .. } => counter!(RUNS_TIMED_OUT, "kind" => TASK).increment(1),
-            Event::RunFailed { .. } => {
-                counter!(RUNS_FAILED, "kind" => TASK, "next" => "backoff").increment(1);
+            Event::Parked { subject, .. } => {
+                run_counter(RUNS_FAILED, subject, &[("next", "parked")]);
             }
-            Event::Parked { .. } => {
-                counter!(RUNS_FAILED, "kind" => TASK, "next" => "parked").increment(1);
-            }
-            Event::Dead { .. } => {
-                counter!(RUNS_FAILED, "kind" => TASK, "next" => "dead").increment(1);
-            }
+            Event::Dead { subject, .. } => run_counter(RUNS_FAILED, subject, &[("next", "dead")]),
             Event::SlaMissed { .. } => counter!(SLA_MISSED).increment(1),
-            Event::CommandRejected { .. } => {
-                counter!(COMMANDS_REJECTED, "kind" => TASK).increment(1);
+            Event::CommandRejected { subject, .. } => {
+                counter!(COMMANDS_REJECTED, "kind" => subject.worker_type().0).increment(1);
             }
-            Event::StageResultRejected { reason, .. } => {
-                counter!(RESULTS_REJECTED, "kind" => STAGE, "reason" => reason.as_str())
-                    .increment(1);
-            }
-            Event::StageRunTimedOut { stage, .. } => {
-                counter!(RUNS_TIMED_OUT, "kind" => STAGE, "stage" => stage.clone()).increment(1);
-            }
-            Event::StageRunFailed { stage, .. } => stage_failed(stage, "backoff"),
-            Event::StageParked { stage, .. } => stage_failed(stage, "parked"),
-            Event::StageDead { stage, .. } => stage_failed(stage, "dead"),
             Event::StaleVersion { stage, .. } => {
                 counter!(STALE_VERSIONS, "stage" => stage.clone()).increment(1);
             }
@@ -441,16 +438,24 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
                 done: *done,
             }
             .emit(),
-            Event::StageCommandRejected { .. } => {
-                counter!(COMMANDS_REJECTED, "kind" => STAGE).increment(1);
-            }
         }
     }
 }
 
-fn stage_failed(stage: &str, next: &'static str) {
-    counter!(RUNS_FAILED, "kind" => STAGE, "stage" => stage.to_string(), "next" => next)
-        .increment(1);
+/// Counts one run-lifecycle event of `subject` on `name`, labelled by the
+/// worker type: `kind` (`task`, `stage`, `job`) and, for stages and jobs, the
+/// stage or job (a bounded set, from the configuration). Tasks are counted
+/// by kind only: a deployment may have thousands.
+fn run_counter(name: &'static str, subject: &Subject, extra: &[(&'static str, &'static str)]) {
+    let (kind, worker) = subject.worker_type();
+    let mut labels: Vec<metrics::Label> = vec![metrics::Label::new("kind", kind)];
+    match subject {
+        Subject::Task { .. } => {}
+        Subject::Stage { .. } => labels.push(metrics::Label::new("stage", worker.to_string())),
+        Subject::Process { .. } => labels.push(metrics::Label::new("job", worker.to_string())),
+    }
+    labels.extend(extra.iter().map(|(k, v)| metrics::Label::new(*k, *v)));
+    metrics::counter!(name, labels).increment(1);
 }
 
 /// The `cause` label of a committed offer change.
@@ -478,10 +483,9 @@ pub fn record_result(result: &RunResult, actions: &[Action]) {
         return;
     }
     let discarded = actions.iter().any(|a| match a {
-        Action::Event(
-            Event::ResultRejected { run_id, pass, .. }
-            | Event::StageResultRejected { run_id, pass, .. },
-        ) => *run_id == result.run_id && *pass == result.pass,
+        Action::Event(Event::ResultRejected { run_id, pass, .. }) => {
+            *run_id == result.run_id && *pass == result.pass
+        }
         Action::Event(Event::StaleVersion { run_id, .. }) => *run_id == result.run_id,
         _ => false,
     });
@@ -540,7 +544,7 @@ pub fn record_engine(previous: &mut Stats, now: Stats, pools: &[PoolStats]) {
 /// whose shard moved away keep their last value (the exporter cannot drop a
 /// label set); the owning instance exports the live one.
 pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
-    for state in TaskState::ALL {
+    for &state in <TaskState as strum::VariantArray>::VARIANTS {
         let n = tasks.iter().filter(|t| t.state == state).count();
         gauge!(TASKS, "state" => state.as_str()).set(n as f64);
     }
@@ -717,6 +721,34 @@ impl Rebalance<'_> {
         );
         counter!(REBALANCES, "kind" => self.kind.as_str()).increment(1);
         gauge!(SHARDS_OWNED).set(self.owned as f64);
+    }
+}
+
+/// A shard broke an internal invariant on an input (a bug in Reactor): the
+/// input is dead-lettered and the shard rebuilt from its changelog.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineFailed<'a> {
+    /// The shard.
+    pub partition: i32,
+    /// Where the input came from (`timers` for a tick).
+    pub topic: &'a str,
+    /// Its offset (-1 for a tick).
+    pub offset: i64,
+    /// What broke.
+    pub error: &'a crate::engine::Error,
+}
+
+impl EngineFailed<'_> {
+    /// Logs an error (this is a bug to report) and counts it.
+    pub fn emit(&self) {
+        tracing::error!(
+            partition = self.partition,
+            topic = self.topic,
+            offset = self.offset,
+            error = %self.error,
+            "a shard broke an invariant; the input is dead-lettered and the shard rebuilt"
+        );
+        counter!(ENGINE_FAILURES, "topic" => self.topic.to_string()).increment(1);
     }
 }
 
@@ -905,7 +937,7 @@ mod tests {
     fn records_and_renders() {
         let handle = install().unwrap();
         let rejected = Action::Event(Event::ResultRejected {
-            task: "a".to_string(),
+            subject: Subject::task("a"),
             run_id: "a#1".to_string(),
             pass: 1,
             reason: Rejection::StalePass,
@@ -916,7 +948,7 @@ mod tests {
             moved_back("b"),
             rejected,
             Action::Event(Event::Dead {
-                task: "a".to_string(),
+                subject: Subject::task("a"),
                 attempts: 3,
                 error: "boom".to_string(),
             }),
@@ -1051,7 +1083,7 @@ mod tests {
             error: None,
         };
         let rejected = [Action::Event(Event::ResultRejected {
-            task: "a".to_string(),
+            subject: Subject::task("a"),
             run_id: "a#1".to_string(),
             pass: 2,
             reason: Rejection::NotCurrent,
@@ -1112,9 +1144,8 @@ mod tests {
             computed_from: 1,
             current: 2,
         });
-        let rejected = Action::Event(Event::StageResultRejected {
-            stage: "price".to_string(),
-            offer: "o1".to_string(),
+        let rejected = Action::Event(Event::ResultRejected {
+            subject: Subject::stage("price", "o1"),
             run_id: "price/o1#1".to_string(),
             pass: 3,
             reason: Rejection::StalePass,
@@ -1133,16 +1164,14 @@ mod tests {
                 window: crate::duration::Duration::from_secs(60),
                 until: ts("2024-01-01T01:00:00Z"),
             },
-            Event::StageRunTimedOut {
-                stage: "price".to_string(),
-                offer: "o1".to_string(),
+            Event::RunTimedOut {
+                subject: Subject::stage("price", "o1"),
                 run_id: "price/o1#1".to_string(),
                 attempt: 1,
                 restarted: true,
             },
-            Event::StageDead {
-                stage: "price".to_string(),
-                offer: "o1".to_string(),
+            Event::Dead {
+                subject: Subject::stage("price", "o1"),
                 attempts: 3,
                 error: "boom".to_string(),
             },
@@ -1161,9 +1190,8 @@ mod tests {
                 version: 2,
                 applied: true,
             },
-            Event::StageCommandRejected {
-                stage: "nope".to_string(),
-                offer: String::new(),
+            Event::CommandRejected {
+                subject: Subject::stage("nope", ""),
                 reason: "unknown stage".to_string(),
             },
         ];

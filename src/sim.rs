@@ -39,7 +39,15 @@ pub enum Error {
     },
     /// The changelog could not be restored.
     #[error("restore: {0}")]
-    Restore(#[from] crate::engine::Error),
+    Restore(#[source] crate::engine::Error),
+    /// An input (or a timer) broke an invariant of the engine: a bug.
+    #[error("input line {line}: the engine broke an invariant: {error}")]
+    Engine {
+        /// 1-based line number (0 for a timer or the start).
+        line: usize,
+        /// What broke.
+        error: crate::engine::Error,
+    },
 }
 
 /// One timed input line.
@@ -252,10 +260,13 @@ impl Simulator {
         let mut out = Vec::new();
         if !self.started {
             self.started = true;
-            let actions = self.engine.start(input.at);
+            let actions = self
+                .engine
+                .start(input.at)
+                .map_err(|error| Error::Engine { line, error })?;
             self.record(input.at, actions, &mut out);
         }
-        self.advance(input.at, &mut out);
+        self.advance(input.at, &mut out)?;
         let engine_input = if let Some(c) = input.ctl {
             self.ctl
                 .insert(ParamName::new(c.entity.clone(), c.param.clone()), c.value);
@@ -271,10 +282,13 @@ impl Simulator {
         } else {
             Input::Command(input.command.expect("parse_line checked one is set"))
         };
-        let actions = self.engine.apply(engine_input, input.at);
+        let actions = self
+            .engine
+            .apply(engine_input, input.at)
+            .map_err(|error| Error::Engine { line, error })?;
         self.record(input.at, actions, &mut out);
         // Work the input scheduled for now (a rescan's next chunks) happens now.
-        self.advance(input.at, &mut out);
+        self.advance(input.at, &mut out)?;
         Ok(out)
     }
 
@@ -350,25 +364,33 @@ impl Simulator {
 
     /// Advances the clock to `until`, firing every timer due on the way at
     /// its own deadline.
-    pub fn advance(&mut self, until: Timestamp, out: &mut Vec<Output>) {
+    pub fn advance(&mut self, until: Timestamp, out: &mut Vec<Output>) -> Result<(), Error> {
         while let Some(at) = self.engine.next_deadline().filter(|at| *at <= until) {
-            let actions = self.engine.tick(at);
+            let actions = self
+                .engine
+                .tick(at)
+                .map_err(|error| Error::Engine { line: 0, error })?;
             self.record(at, actions, out);
         }
         self.now = Some(self.now.map_or(until, |now| now.max(until)));
+        Ok(())
     }
 
     /// Drops the engine and rebuilds it from the changelog records emitted
     /// so far and the CTL table, as a new partition owner would.
     pub fn crash_and_restore(&mut self) -> Result<Vec<Output>, Error> {
-        let mut engine = Engine::restore(&self.config, |_| true, self.log.iter().cloned())?;
+        let mut engine = Engine::restore(&self.config, |_| true, self.log.iter().cloned())
+            .map_err(Error::Restore)?;
         for (name, value) in &self.ctl {
             engine.load_ctl(name, *value);
         }
         self.engine = engine;
         let mut out = Vec::new();
         if let Some(now) = self.now {
-            let actions = self.engine.start(now);
+            let actions = self
+                .engine
+                .start(now)
+                .map_err(|error| Error::Engine { line: 0, error })?;
             self.record(now, actions, &mut out);
         }
         Ok(out)
@@ -436,7 +458,7 @@ pub fn drive<E: From<Error>>(
     }
     if let Some(until) = until {
         let mut out = Vec::new();
-        sim.advance(until, &mut out);
+        sim.advance(until, &mut out)?;
         sink(out)?;
     }
     Ok(())

@@ -358,12 +358,12 @@ fn a_change_during_a_stage_run_discards_its_result_and_reruns_on_the_new_version
     let rejected = events(&events_reader.read_until(WAIT, |r| {
         events(r)
             .iter()
-            .any(|e| matches!(e, Event::StageResultRejected { .. }))
+            .any(|e| matches!(e, Event::ResultRejected { .. }))
     }));
     assert!(
         rejected.iter().any(|e| matches!(
             e,
-            Event::StageResultRejected { run_id, pass: 1, .. } if run_id == "price/o1#1"
+            Event::ResultRejected { run_id, pass: 1, .. } if run_id == "price/o1#1"
         )),
         "{rejected:?}"
     );

@@ -461,10 +461,10 @@ mod tests {
         let config = config(5, "bench-x").unwrap();
         let mut engine = Engine::new(&config);
         let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        engine.start(now);
+        engine.start(now).unwrap();
         let inputs = inputs(1);
         let change = codec::decode_offer_change(Some(b"o0"), Some(&inputs.records[0].1)).unwrap();
-        let mut actions = engine.apply(Input::Offer(change), now);
+        let mut actions = engine.apply(Input::Offer(change), now).unwrap();
         let (mut runs, mut states) = (0, Vec::new());
         loop {
             let mut next = Vec::new();
@@ -480,7 +480,7 @@ mod tests {
             }
             assert!(next.len() <= 1, "one stage at a time");
             let Some(run) = next.pop() else { break };
-            actions = engine.apply(Input::Result(answer(&run)), now);
+            actions = engine.apply(Input::Result(answer(&run)), now).unwrap();
         }
         assert_eq!(runs, 5);
         assert_eq!(states.len(), 6);

@@ -13,7 +13,7 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};
 use crate::proto::v1;
 use crate::proto::v1::offer_record;
-use crate::run::Run;
+use crate::run::{Run, RunSlot};
 use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
@@ -99,14 +99,14 @@ fn state_from_proto(state: i32) -> Result<TaskState, DecodeError> {
 fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     v1::TaskRecord {
-        state: state_to_proto(r.state).into(),
+        state: state_to_proto(r.slot.phase).into(),
         since: ts(&r.since),
         queued_at: ts(&r.queued_at),
-        wake_at: ts(&r.wake_at),
-        failures: r.failures,
-        run_seq: r.run_seq,
-        pass_seq: r.pass_seq,
-        run: r.run.as_ref().map(run_to_proto),
+        wake_at: ts(&r.slot.wake_at),
+        failures: r.slot.failures,
+        run_seq: r.slot.run_seq,
+        pass_seq: r.slot.pass_seq,
+        run: r.slot.run.as_ref().map(run_to_proto),
         snapshot: proto_map(&r.snapshot),
         last_seen: proto_map(&r.last_seen),
         last_success: ts(&r.last_success),
@@ -116,7 +116,7 @@ fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
             awaiting_data: h.awaiting_data,
         }),
         pause_requested: r.pause_requested,
-        last_error: r.last_error.clone(),
+        last_error: r.slot.last_error.clone(),
     }
 }
 
@@ -132,21 +132,23 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         })
         .transpose()?;
     Ok(TaskRecord {
-        state: state_from_proto(m.state)?,
+        slot: RunSlot {
+            phase: state_from_proto(m.state)?,
+            run_seq: m.run_seq,
+            pass_seq: m.pass_seq,
+            failures: m.failures,
+            run,
+            wake_at: optional_ts("wake_at", m.wake_at.as_ref())?,
+            last_error: m.last_error,
+        },
         since: optional_ts("since", m.since.as_ref())?,
         queued_at: optional_ts("queued_at", m.queued_at.as_ref())?,
-        wake_at: optional_ts("wake_at", m.wake_at.as_ref())?,
-        failures: m.failures,
-        run_seq: m.run_seq,
-        pass_seq: m.pass_seq,
-        run,
         snapshot: ts_map("snapshot", &m.snapshot)?,
         last_seen: ts_map("last_seen", &m.last_seen)?,
         last_success: optional_ts("last_success", m.last_success.as_ref())?,
         sla_due: optional_ts("sla_due", m.sla_due.as_ref())?,
         hold,
         pause_requested: m.pause_requested,
-        last_error: m.last_error,
     })
 }
 
@@ -178,6 +180,8 @@ fn phase_to_proto(phase: Phase) -> v1::StagePhase {
         Phase::Backoff => v1::StagePhase::Backoff,
         Phase::Parked => v1::StagePhase::Parked,
         Phase::Dead => v1::StagePhase::Dead,
+        // Stages are never paused; an idle slot is the nearest meaning.
+        Phase::Paused => v1::StagePhase::Idle,
     }
 }
 
@@ -222,18 +226,18 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
 fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     let slot = |s: &SlotRecord| offer_record::SlotRecord {
-        phase: phase_to_proto(s.phase).into(),
+        phase: phase_to_proto(s.slot.phase).into(),
         state_json: s.state.as_ref().map(json_text).unwrap_or_default(),
         timer: ts(&s.timer),
         lane: lane_to_proto(s.lane).into(),
         queued_at: ts(&s.queued_at),
-        run: s.run.as_ref().map(run_to_proto),
+        run: s.slot.run.as_ref().map(run_to_proto),
         run_version: s.run_version,
-        run_seq: s.run_seq,
-        pass_seq: s.pass_seq,
-        failures: s.failures,
-        wake_at: ts(&s.wake_at),
-        last_error: s.last_error.clone(),
+        run_seq: s.slot.run_seq,
+        pass_seq: s.slot.pass_seq,
+        failures: s.slot.failures,
+        wake_at: ts(&s.slot.wake_at),
+        last_error: s.slot.last_error.clone(),
     };
     v1::OfferRecord {
         version: r.version,
@@ -276,18 +280,20 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
             Some(state)
         };
         Ok::<_, DecodeError>(SlotRecord {
-            phase: phase_from_proto(s.phase)?,
+            slot: RunSlot {
+                phase: phase_from_proto(s.phase)?,
+                run_seq: s.run_seq,
+                pass_seq: s.pass_seq,
+                failures: s.failures,
+                run: s.run.map(run_from_proto).transpose()?,
+                wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
+                last_error: s.last_error,
+            },
             state,
             timer: optional_ts("stages.timer", s.timer.as_ref())?,
             lane: lane_from_proto(s.lane)?,
             queued_at: optional_ts("stages.queued_at", s.queued_at.as_ref())?,
-            run: s.run.map(run_from_proto).transpose()?,
             run_version: s.run_version,
-            run_seq: s.run_seq,
-            pass_seq: s.pass_seq,
-            failures: s.failures,
-            wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
-            last_error: s.last_error,
         })
     };
     let guard = match m.guard {
@@ -348,20 +354,23 @@ mod tests {
 
     fn full_record() -> TaskRecord {
         TaskRecord {
-            state: TaskState::Running,
+            slot: RunSlot {
+                phase: TaskState::Running,
+                wake_at: Some(ts("2021-04-25T05:00:00Z")),
+                failures: 2,
+                run_seq: 7,
+                pass_seq: 12,
+                run: Some(Run {
+                    run_id: "orders_daily#7".into(),
+                    attempt: 3,
+                    pass: 12,
+                    dispatched_at: ts("2021-04-25T04:00:00Z"),
+                    deadline: ts("2021-04-25T05:00:00Z"),
+                }),
+                last_error: Some(String::new()),
+            },
             since: Some(ts("2021-04-25T04:00:00Z")),
             queued_at: Some(ts("2021-04-25T03:59:00Z")),
-            wake_at: Some(ts("2021-04-25T05:00:00Z")),
-            failures: 2,
-            run_seq: 7,
-            pass_seq: 12,
-            run: Some(Run {
-                run_id: "orders_daily#7".into(),
-                attempt: 3,
-                pass: 12,
-                dispatched_at: ts("2021-04-25T04:00:00Z"),
-                deadline: ts("2021-04-25T05:00:00Z"),
-            }),
             snapshot: [("dwh.orders/max_dt".to_string(), ts("2021-04-25T03:27:33Z"))].into(),
             last_seen: [
                 ("dwh.orders/max_dt".to_string(), ts("2021-04-23T03:51:16Z")),
@@ -378,7 +387,6 @@ mod tests {
                 awaiting_data: true,
             }),
             pause_requested: true,
-            last_error: Some(String::new()),
         }
     }
 
@@ -421,8 +429,11 @@ mod tests {
         let value = br#"{"state":"TASK_STATE_PAUSED","lastSeen":{"dwh.orders/max_dt":"2021-04-23T03:51:16Z"},"failures":1}"#;
         let r = decode_changelog(b"task/t", Some(value)).unwrap();
         let expected = TaskRecord {
-            state: TaskState::Paused,
-            failures: 1,
+            slot: RunSlot {
+                phase: TaskState::Paused,
+                failures: 1,
+                ..RunSlot::default()
+            },
             last_seen: [("dwh.orders/max_dt".to_string(), ts("2021-04-23T03:51:16Z"))].into(),
             ..TaskRecord::default()
         };
@@ -483,24 +494,26 @@ mod tests {
             "nested": {"tags": ["a", null, true]},
         });
         let running = SlotRecord {
-            phase: Phase::Running,
+            slot: RunSlot {
+                phase: Phase::Running,
+                run: Some(Run {
+                    run_id: "price/o1#3".into(),
+                    attempt: 2,
+                    pass: 9,
+                    dispatched_at: ts("2024-06-01T00:00:01Z"),
+                    deadline: ts("2024-06-01T00:01:01Z"),
+                }),
+                run_seq: 3,
+                pass_seq: 9,
+                failures: 1,
+                wake_at: Some(ts("2024-06-01T00:02:00Z")),
+                last_error: Some("model down".into()),
+            },
             state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64})),
             timer: Some(ts("2024-07-01T00:00:00Z")),
             lane: Lane::Rescan,
             queued_at: Some(ts("2024-06-01T00:00:00Z")),
-            run: Some(Run {
-                run_id: "price/o1#3".into(),
-                attempt: 2,
-                pass: 9,
-                dispatched_at: ts("2024-06-01T00:00:01Z"),
-                deadline: ts("2024-06-01T00:01:01Z"),
-            }),
             run_version: 4,
-            run_seq: 3,
-            pass_seq: 9,
-            failures: 1,
-            wake_at: Some(ts("2024-06-01T00:02:00Z")),
-            last_error: Some("model down".into()),
         };
         OfferRecord {
             version: 5,
@@ -519,9 +532,12 @@ mod tests {
                 (
                     "dead".to_string(),
                     SlotRecord {
-                        phase: Phase::Dead,
+                        slot: RunSlot {
+                            phase: Phase::Dead,
+                            failures: 6,
+                            ..RunSlot::default()
+                        },
                         state: Some(serde_json::json!("x")),
-                        failures: 6,
                         ..SlotRecord::default()
                     },
                 ),
@@ -748,7 +764,7 @@ mod tests {
         });
         (
             (
-                proptest::sample::select(TaskState::ALL.to_vec()),
+                proptest::sample::select(<TaskState as strum::VariantArray>::VARIANTS.to_vec()),
                 proptest::option::of(any_ts()),
                 proptest::option::of(any_ts()),
                 proptest::option::of(any_ts()),
@@ -772,21 +788,23 @@ mod tests {
                     (state, since, queued_at, wake_at, failures, run_seq, pass_seq, run),
                     (snapshot, last_seen, last_success, sla_due, hold, pause_requested, last_error),
                 )| TaskRecord {
-                    state,
+                    slot: RunSlot {
+                        phase: state,
+                        run_seq,
+                        pass_seq,
+                        failures,
+                        run,
+                        wake_at,
+                        last_error,
+                    },
                     since,
                     queued_at,
-                    wake_at,
-                    failures,
-                    run_seq,
-                    pass_seq,
-                    run,
                     snapshot,
                     last_seen,
                     last_success,
                     sla_due,
                     hold,
                     pause_requested,
-                    last_error,
                 },
             )
     }

@@ -3,17 +3,16 @@
 
 use jiff::Timestamp;
 
-use super::error::{non_empty, required, DecodeError};
+use super::error::{required, DecodeError};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
-use crate::action::Event;
+use crate::action::{Event, Subject};
 use crate::duration;
 use crate::proto::v1;
 use crate::run::Rejection;
 
-/// The event names on the wire: the names `Event` serializes to. The run
-/// lifecycle names (and `command_rejected`) serve task and stage events
-/// alike; a stage event is told apart by its `stage` (or `offer_id`).
+/// The event names on the wire, as `Event::name` gives them; the run
+/// lifecycle names (and `command_rejected`) serve every subject alike.
 mod kind {
     pub(super) const CTL_MOVED_BACK: &str = "ctl_moved_back";
     pub(super) const RESULT_REJECTED: &str = "result_rejected";
@@ -32,22 +31,30 @@ mod kind {
 
 /// The event's name on the wire, as `Event` serializes it (`run_timed_out`).
 pub fn event_kind(event: &Event) -> &'static str {
-    match event {
-        Event::CtlMovedBack { .. } => kind::CTL_MOVED_BACK,
-        Event::ResultRejected { .. } | Event::StageResultRejected { .. } => kind::RESULT_REJECTED,
-        Event::RunTimedOut { .. } | Event::StageRunTimedOut { .. } => kind::RUN_TIMED_OUT,
-        Event::RunFailed { .. } | Event::StageRunFailed { .. } => kind::RUN_FAILED,
-        Event::Parked { .. } | Event::StageParked { .. } => kind::PARKED,
-        Event::Dead { .. } | Event::StageDead { .. } => kind::DEAD,
-        Event::SlaMissed { .. } => kind::SLA_MISSED,
-        Event::CommandRejected { .. } | Event::StageCommandRejected { .. } => {
-            kind::COMMAND_REJECTED
+    event.name()
+}
+
+/// Sets a subject's fields on the wire message: `task`; `stage` and
+/// `offer_id` (always both, even when one is empty: their presence marks a
+/// stage event); `process`, `key` and the optional `instance`, `job`.
+fn put_subject(m: &mut v1::Event, subject: &Subject) {
+    match subject {
+        Subject::Task { task } => m.task = task.clone(),
+        Subject::Stage { stage, offer } => {
+            m.stage = Some(stage.clone());
+            m.offer_id = Some(offer.clone());
         }
-        Event::StaleVersion { .. } => kind::STALE_VERSION,
-        Event::PredicateError { .. } => kind::PREDICATE_ERROR,
-        Event::PingPong { .. } => kind::PING_PONG,
-        Event::StageState { .. } => kind::STAGE_STATE,
-        Event::RescanProgress { .. } => kind::RESCAN_PROGRESS,
+        Subject::Process {
+            process,
+            key,
+            instance,
+            job,
+        } => {
+            m.process = Some(process.clone());
+            m.key = Some(key.clone());
+            m.instance = instance.clone();
+            m.job = job.clone();
+        }
     }
 }
 
@@ -59,8 +66,9 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
         at: ts(&at),
         ..Default::default()
     };
-    // Names a stage event's stage and offer (always set, even when empty:
-    // their presence is what marks a stage event).
+    if let Some(subject) = event.subject() {
+        put_subject(&mut m, subject);
+    }
     let on = |m: &mut v1::Event, stage: &str, offer: &str| {
         m.stage = Some(stage.to_string());
         m.offer_id = Some(offer.to_string());
@@ -80,117 +88,47 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.value = ts(value);
         }
         Event::ResultRejected {
-            task,
             run_id,
             pass,
             reason,
+            ..
         } => {
-            m.task = task.clone();
-            m.run_id = Some(run_id.clone());
-            m.pass = Some(*pass);
-            m.reason = Some(reason.as_str().to_string());
-        }
-        Event::StageResultRejected {
-            stage,
-            offer,
-            run_id,
-            pass,
-            reason,
-        } => {
-            on(&mut m, stage, offer);
             m.run_id = Some(run_id.clone());
             m.pass = Some(*pass);
             m.reason = Some(reason.as_str().to_string());
         }
         Event::RunTimedOut {
-            task,
             run_id,
             attempt,
             restarted,
+            ..
         } => {
-            m.task = task.clone();
-            m.run_id = Some(run_id.clone());
-            m.attempt = Some(*attempt);
-            m.restarted = Some(*restarted);
-        }
-        Event::StageRunTimedOut {
-            stage,
-            offer,
-            run_id,
-            attempt,
-            restarted,
-        } => {
-            on(&mut m, stage, offer);
             m.run_id = Some(run_id.clone());
             m.attempt = Some(*attempt);
             m.restarted = Some(*restarted);
         }
         Event::RunFailed {
-            task,
             run_id,
             attempt,
             error,
             retry_at,
+            ..
         } => {
-            m.task = task.clone();
-            m.run_id = Some(run_id.clone());
-            m.attempt = Some(*attempt);
-            m.error = Some(error.clone());
-            m.retry_at = ts(retry_at);
-        }
-        Event::StageRunFailed {
-            stage,
-            offer,
-            run_id,
-            attempt,
-            error,
-            retry_at,
-        } => {
-            on(&mut m, stage, offer);
             m.run_id = Some(run_id.clone());
             m.attempt = Some(*attempt);
             m.error = Some(error.clone());
             m.retry_at = ts(retry_at);
         }
         Event::Parked {
-            task,
-            tier,
-            until,
-            error,
+            tier, until, error, ..
         } => {
-            m.task = task.clone();
-            m.tier = Some(tier_to_proto(*tier));
-            m.until = ts(until);
-            m.error = Some(error.clone());
-        }
-        Event::StageParked {
-            stage,
-            offer,
-            tier,
-            until,
-            error,
-        } => {
-            on(&mut m, stage, offer);
             m.tier = Some(tier_to_proto(*tier));
             m.until = ts(until);
             m.error = Some(error.clone());
         }
         Event::Dead {
-            task,
-            attempts,
-            error,
+            attempts, error, ..
         } => {
-            m.task = task.clone();
-            m.attempts = Some(*attempts);
-            m.error = Some(error.clone());
-        }
-        Event::StageDead {
-            stage,
-            offer,
-            attempts,
-            error,
-        } => {
-            on(&mut m, stage, offer);
             m.attempts = Some(*attempts);
             m.error = Some(error.clone());
         }
@@ -203,16 +141,7 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.last_success = last_success.as_ref().and_then(ts);
             m.expect_every = Some(expect_every.to_string());
         }
-        Event::CommandRejected { task, reason } => {
-            m.task = task.clone();
-            m.reason = Some(reason.clone());
-        }
-        Event::StageCommandRejected {
-            stage,
-            offer,
-            reason,
-        } => {
-            on(&mut m, stage, offer);
+        Event::CommandRejected { reason, .. } => {
             m.reason = Some(reason.clone());
         }
         Event::StaleVersion {
@@ -281,7 +210,6 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
     encode(&m, format)
 }
 
-/// Tiers are a short configured list; saturating keeps encoding total.
 fn tier_to_proto(tier: usize) -> u32 {
     u32::try_from(tier).unwrap_or(u32::MAX)
 }
@@ -293,116 +221,60 @@ fn tier_to_proto(tier: usize) -> u32 {
 pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
     let m: v1::Event = decode(bytes)?;
     let at = required_ts("at", m.at.as_ref())?;
-    let about_stage = m.stage.is_some() || m.offer_id.is_some();
-    if about_stage && !m.task.is_empty() {
-        return Err(DecodeError::AtMostOne("`task` and `stage`/`offer_id`"));
-    }
-    let (task, stage, offer) = (m.task, m.stage, m.offer_id);
+    let subject = decode_subject(&m)?;
+    let task = || match &subject {
+        Subject::Task { task } => Ok(task.clone()),
+        _ => Err(DecodeError::MissingField("task")),
+    };
     let event = match m.kind.as_str() {
         kind::CTL_MOVED_BACK => Event::CtlMovedBack {
-            task: non_empty("task", task)?,
+            task: task()?,
             entity: required("entity", m.entity)?,
             param: required("param", m.param)?,
             previous: required_ts("previous", m.previous.as_ref())?,
             value: required_ts("value", m.value.as_ref())?,
         },
-        kind::RESULT_REJECTED if about_stage => {
-            let (stage, offer) = stage_offer(stage, offer)?;
-            Event::StageResultRejected {
-                stage,
-                offer,
-                run_id: required("run_id", m.run_id)?,
-                pass: required("pass", m.pass)?,
-                reason: rejection(&required("reason", m.reason)?)?,
-            }
-        }
         kind::RESULT_REJECTED => Event::ResultRejected {
-            task: non_empty("task", task)?,
+            subject,
             run_id: required("run_id", m.run_id)?,
             pass: required("pass", m.pass)?,
             reason: rejection(&required("reason", m.reason)?)?,
         },
-        kind::RUN_TIMED_OUT if about_stage => {
-            let (stage, offer) = stage_offer(stage, offer)?;
-            Event::StageRunTimedOut {
-                stage,
-                offer,
-                run_id: required("run_id", m.run_id)?,
-                attempt: required("attempt", m.attempt)?,
-                restarted: required("restarted", m.restarted)?,
-            }
-        }
         kind::RUN_TIMED_OUT => Event::RunTimedOut {
-            task: non_empty("task", task)?,
+            subject,
             run_id: required("run_id", m.run_id)?,
             attempt: required("attempt", m.attempt)?,
             restarted: required("restarted", m.restarted)?,
         },
-        kind::RUN_FAILED if about_stage => {
-            let (stage, offer) = stage_offer(stage, offer)?;
-            Event::StageRunFailed {
-                stage,
-                offer,
-                run_id: required("run_id", m.run_id)?,
-                attempt: required("attempt", m.attempt)?,
-                error: required("error", m.error)?,
-                retry_at: required_ts("retry_at", m.retry_at.as_ref())?,
-            }
-        }
         kind::RUN_FAILED => Event::RunFailed {
-            task: non_empty("task", task)?,
+            subject,
             run_id: required("run_id", m.run_id)?,
             attempt: required("attempt", m.attempt)?,
             error: required("error", m.error)?,
             retry_at: required_ts("retry_at", m.retry_at.as_ref())?,
         },
-        kind::PARKED if about_stage => {
-            let (stage, offer) = stage_offer(stage, offer)?;
-            Event::StageParked {
-                stage,
-                offer,
-                tier: required("tier", m.tier)? as usize,
-                until: required_ts("until", m.until.as_ref())?,
-                error: required("error", m.error)?,
-            }
-        }
         kind::PARKED => Event::Parked {
-            task: non_empty("task", task)?,
+            subject,
             tier: required("tier", m.tier)? as usize,
             until: required_ts("until", m.until.as_ref())?,
             error: required("error", m.error)?,
         },
-        kind::DEAD if about_stage => {
-            let (stage, offer) = stage_offer(stage, offer)?;
-            Event::StageDead {
-                stage,
-                offer,
-                attempts: required("attempts", m.attempts)?,
-                error: required("error", m.error)?,
-            }
-        }
         kind::DEAD => Event::Dead {
-            task: non_empty("task", task)?,
+            subject,
             attempts: required("attempts", m.attempts)?,
             error: required("error", m.error)?,
         },
         kind::SLA_MISSED => Event::SlaMissed {
-            task: non_empty("task", task)?,
+            task: task()?,
             last_success: optional_ts("last_success", m.last_success.as_ref())?,
             expect_every: duration_field("expect_every", m.expect_every)?,
         },
-        // A rejected stage command may name only its stage or only its offer.
-        kind::COMMAND_REJECTED if about_stage => Event::StageCommandRejected {
-            stage: stage.unwrap_or_default(),
-            offer: offer.unwrap_or_default(),
-            reason: required("reason", m.reason)?,
-        },
         kind::COMMAND_REJECTED => Event::CommandRejected {
-            task: non_empty("task", task)?,
+            subject,
             reason: required("reason", m.reason)?,
         },
         kind::STALE_VERSION => {
-            let (stage, offer) = stage_offer(stage, offer)?;
+            let (stage, offer) = stage_offer(m.stage, m.offer_id)?;
             Event::StaleVersion {
                 stage,
                 offer,
@@ -412,7 +284,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             }
         }
         kind::PREDICATE_ERROR => {
-            let (stage, offer) = stage_offer(stage, offer)?;
+            let (stage, offer) = stage_offer(m.stage, m.offer_id)?;
             Event::PredicateError {
                 stage,
                 offer,
@@ -421,7 +293,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             }
         }
         kind::PING_PONG => {
-            let (stage, offer) = stage_offer(stage, offer)?;
+            let (stage, offer) = stage_offer(m.stage, m.offer_id)?;
             Event::PingPong {
                 offer,
                 stage,
@@ -431,7 +303,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             }
         }
         kind::STAGE_STATE => {
-            let (stage, offer) = stage_offer(stage, offer)?;
+            let (stage, offer) = stage_offer(m.stage, m.offer_id)?;
             Event::StageState {
                 stage,
                 offer,
@@ -441,7 +313,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             }
         }
         kind::RESCAN_PROGRESS => Event::RescanProgress {
-            stage: required("stage", stage)?,
+            stage: required("stage", m.stage)?,
             checked: required("checked", m.checked)?,
             queued: required("queued", m.queued)?,
             total: required("total", m.total)?,
@@ -459,7 +331,38 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
     Ok((event, at))
 }
 
-/// The stage and offer of a stage event about one offer.
+/// What the wire message is about: a process (`process` + `key`), a stage
+/// (`stage` and/or `offer_id` — a rejected stage command may name only one),
+/// or a task. At most one kind of subject may be named.
+fn decode_subject(m: &v1::Event) -> Result<Subject, DecodeError> {
+    let about_stage = m.stage.is_some() || m.offer_id.is_some();
+    let about_process = m.process.is_some() || m.key.is_some();
+    let named =
+        usize::from(about_stage) + usize::from(about_process) + usize::from(!m.task.is_empty());
+    if named > 1 {
+        return Err(DecodeError::AtMostOne(
+            "`task`, `stage`/`offer_id` and `process`/`key`",
+        ));
+    }
+    Ok(if about_process {
+        Subject::Process {
+            process: required("process", m.process.clone())?,
+            key: required("key", m.key.clone())?,
+            instance: m.instance.clone(),
+            job: m.job.clone(),
+        }
+    } else if about_stage {
+        Subject::Stage {
+            stage: m.stage.clone().unwrap_or_default(),
+            offer: m.offer_id.clone().unwrap_or_default(),
+        }
+    } else {
+        Subject::Task {
+            task: m.task.clone(),
+        }
+    })
+}
+
 fn stage_offer(
     stage: Option<String>,
     offer: Option<String>,
@@ -509,26 +412,26 @@ mod tests {
                 value: ts("2021-04-24T00:00:00Z"),
             },
             Event::RunTimedOut {
-                task: task(),
+                subject: Subject::task(task()),
                 run_id: "orders_daily#3".into(),
                 attempt: 1,
                 restarted: false,
             },
             Event::RunFailed {
-                task: task(),
+                subject: Subject::task(task()),
                 run_id: "orders_daily#3".into(),
                 attempt: 2,
                 error: String::new(),
                 retry_at: ts("2021-04-25T00:02:00Z"),
             },
             Event::Parked {
-                task: task(),
+                subject: Subject::task(task()),
                 tier: 2,
                 until: ts("2021-04-26T00:00:00Z"),
                 error: "db down".into(),
             },
             Event::Dead {
-                task: task(),
+                subject: Subject::task(task()),
                 attempts: 5,
                 error: "db down".into(),
             },
@@ -543,7 +446,7 @@ mod tests {
                 expect_every: Duration::from_secs(5_400),
             },
             Event::CommandRejected {
-                task: task(),
+                subject: Subject::task(task()),
                 reason: "unknown task".into(),
             },
         ];
@@ -554,20 +457,46 @@ mod tests {
             Rejection::StalePass,
         ] {
             events.push(Event::ResultRejected {
-                task: task(),
+                subject: Subject::task(task()),
                 run_id: "orders_daily#3".into(),
                 pass: 4,
                 reason,
             });
-            events.push(Event::StageResultRejected {
-                stage: "price".into(),
-                offer: "o1".into(),
+            events.push(Event::ResultRejected {
+                subject: Subject::stage("price", "o1"),
                 run_id: "price/o1#3".into(),
                 pass: 4,
                 reason,
             });
         }
         events.extend(every_stage_event());
+        let step = || Subject::Process {
+            process: "payout".into(),
+            key: "u1".into(),
+            instance: Some("payout/u1#1".into()),
+            job: Some("send_tx".into()),
+        };
+        events.push(Event::RunFailed {
+            subject: step(),
+            run_id: "payout/u1#1.1#2".into(),
+            attempt: 2,
+            error: "node down".into(),
+            retry_at: ts("2024-06-01T00:02:00Z"),
+        });
+        events.push(Event::CommandRejected {
+            subject: Subject::Process {
+                process: "payout".into(),
+                key: "u1".into(),
+                instance: None,
+                job: None,
+            },
+            reason: "unknown process".into(),
+        });
+        events.push(Event::Dead {
+            subject: step(),
+            attempts: 5,
+            error: "node down".into(),
+        });
         events
     }
 
@@ -576,31 +505,27 @@ mod tests {
         let stage = || "price".to_string();
         let offer = || "o1".to_string();
         vec![
-            Event::StageRunTimedOut {
-                stage: stage(),
-                offer: offer(),
+            Event::RunTimedOut {
+                subject: Subject::stage(stage(), offer()),
                 run_id: "price/o1#3".into(),
                 attempt: 1,
                 restarted: true,
             },
-            Event::StageRunFailed {
-                stage: stage(),
-                offer: offer(),
+            Event::RunFailed {
+                subject: Subject::stage(stage(), offer()),
                 run_id: "price/o1#3".into(),
                 attempt: 2,
                 error: "model down".into(),
                 retry_at: ts("2024-06-01T00:02:00Z"),
             },
-            Event::StageParked {
-                stage: stage(),
-                offer: offer(),
+            Event::Parked {
+                subject: Subject::stage(stage(), offer()),
                 tier: 1,
                 until: ts("2024-06-01T00:30:00Z"),
                 error: "model down".into(),
             },
-            Event::StageDead {
-                stage: stage(),
-                offer: offer(),
+            Event::Dead {
+                subject: Subject::stage(stage(), offer()),
                 attempts: 5,
                 error: String::new(),
             },
@@ -654,19 +579,16 @@ mod tests {
                 errors: 1,
                 done: true,
             },
-            Event::StageCommandRejected {
-                stage: stage(),
-                offer: offer(),
+            Event::CommandRejected {
+                subject: Subject::stage(stage(), offer()),
                 reason: "version 3 is not the current 5".into(),
             },
-            Event::StageCommandRejected {
-                stage: stage(),
-                offer: String::new(),
+            Event::CommandRejected {
+                subject: Subject::stage(stage(), ""),
                 reason: "unknown stage `price`".into(),
             },
-            Event::StageCommandRejected {
-                stage: String::new(),
-                offer: offer(),
+            Event::CommandRejected {
+                subject: Subject::stage("", offer()),
                 reason: "offer not parked".into(),
             },
         ]
@@ -780,21 +702,27 @@ mod tests {
         assert!(matches!(dead(r#""task":"t""#).unwrap(), Event::Dead { .. }));
         assert!(matches!(
             dead(r#""stage":"price","offer_id":"o1""#).unwrap(),
-            Event::StageDead { .. }
+            Event::Dead {
+                subject: Subject::Stage { .. },
+                ..
+            }
+        ));
+        assert!(matches!(
+            dead(r#""process":"payout","key":"u1","job":"send_tx""#).unwrap(),
+            Event::Dead {
+                subject: Subject::Process { .. },
+                ..
+            }
         ));
         assert_eq!(
-            dead(r#""stage":"price""#).unwrap_err().to_string(),
-            "missing field `offer_id`"
-        );
-        assert_eq!(
-            dead(r#""offer_id":"o1""#).unwrap_err().to_string(),
-            "missing field `stage`"
+            dead(r#""process":"payout""#).unwrap_err().to_string(),
+            "missing field `key`"
         );
         assert_eq!(
             dead(r#""task":"t","stage":"price","offer_id":"o1""#)
                 .unwrap_err()
                 .to_string(),
-            "at most one of `task` and `stage`/`offer_id` may be set"
+            "at most one of `task`, `stage`/`offer_id` and `process`/`key` may be set"
         );
         let rejected = decode(format!(
             r#"{{"kind":"command_rejected",{at},"offer_id":"o1","reason":"r"}}"#
@@ -802,9 +730,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             rejected,
-            Event::StageCommandRejected {
-                stage: String::new(),
-                offer: "o1".into(),
+            Event::CommandRejected {
+                subject: Subject::stage("", "o1"),
                 reason: "r".into(),
             }
         );

@@ -653,16 +653,16 @@ mod tests {
                 }
             }
         };
-        let actions = engine.start(start);
+        let actions = engine.start(start).unwrap();
         take(actions, start, &mut pending);
         let mut script = Script::new(start);
         for s in script.opening() {
-            let actions = engine.apply(Input::Offer(s.change), start);
+            let actions = engine.apply(Input::Offer(s.change), start).unwrap();
             take(actions, start, &mut pending);
         }
         for second in 1..=40 {
             let now = start + SignedDuration::from_secs(second);
-            let actions = engine.tick(now);
+            let actions = engine.tick(now).unwrap();
             take(actions, now, &mut pending);
             let (due, later): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(at, _)| *at <= now);
             pending = later;
@@ -670,12 +670,12 @@ mod tests {
                 let Answer { result, .. } = answer(&run, rng.next());
                 let bytes = codec::encode_run_result(&result, &run.offer, Format::Protobuf);
                 let result = codec::decode_run_result(&bytes).unwrap();
-                let actions = engine.apply(Input::Result(result), now);
+                let actions = engine.apply(Input::Result(result), now).unwrap();
                 take(actions, now, &mut pending);
             }
             if second % 3 == 0 {
                 let change = script.next(now).change;
-                let actions = engine.apply(Input::Offer(change), now);
+                let actions = engine.apply(Input::Offer(change), now).unwrap();
                 take(actions, now, &mut pending);
             }
         }

@@ -152,12 +152,12 @@ proptest! {
 
         // Invariants of the final state.
         let engine = straight_sim.engine();
-        for pool in &engine.pools {
+        for pool in engine.tasks.pool_list() {
             prop_assert!(pool.max_running.is_none_or(|m| pool.running <= m), "{} over its limit", pool.name);
         }
-        for (i, rt) in engine.rt.iter().enumerate() {
-            let running = rt.state == crate::task::TaskState::Running;
-            prop_assert_eq!(running, rt.run.is_some(), "task {} run/state mismatch", i);
+        for (i, slot) in engine.tasks.slots().enumerate() {
+            let running = slot.phase == crate::task::TaskState::Running;
+            prop_assert_eq!(running, slot.run.is_some(), "task {} run/state mismatch", i);
         }
     }
 }
@@ -188,7 +188,9 @@ fn records_of_removed_tasks_are_tombstoned_at_start() {
     .unwrap()
     .config;
     let mut engine = super::Engine::restore(&without_load, |_| true, records).unwrap();
-    let actions = engine.start("2024-01-01T00:00:00Z".parse().unwrap());
+    let actions = engine
+        .start("2024-01-01T00:00:00Z".parse().unwrap())
+        .unwrap();
     let tombstones: Vec<_> = actions
         .iter()
         .filter_map(|a| match a {

@@ -118,7 +118,10 @@ impl Runtime {
             Input::Result(r) => Some(r.clone()),
             _ => None,
         };
-        let actions = shard.engine.apply(input, now);
+        let actions = match shard.engine.apply(input, now) {
+            Ok(actions) => actions,
+            Err(e) => return self.engine_failed(p, m, &e),
+        };
         metrics::record_actions(p, &actions);
         if let Some(result) = result {
             metrics::record_result(&result, &actions);
@@ -169,7 +172,7 @@ impl Runtime {
                 Some(Ok(m)) => {
                     let m = m.detach();
                     n += 1;
-                    self.on_ctl(&m);
+                    self.on_ctl(&m)?;
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
@@ -182,12 +185,12 @@ impl Runtime {
     }
 
     /// Applies one CTL change to the table and to every owned shard.
-    pub(super) fn on_ctl(&mut self, m: &OwnedMessage) {
+    pub(super) fn on_ctl(&mut self, m: &OwnedMessage) -> Result<(), Error> {
         let topic = m.topic();
         metrics::record_consumed(topic, 1);
         let Some(payload) = m.payload() else {
             // A tombstone removes nothing: a parameter's value never disappears.
-            return;
+            return Ok(());
         };
         let change = match codec::decode_ctl_change(payload) {
             Ok(change) => change,
@@ -220,7 +223,7 @@ impl Runtime {
                         }
                     }
                 }
-                return;
+                return Ok(());
             }
         };
         let id = match self.table.id(&change.entity, &change.param) {
@@ -234,10 +237,19 @@ impl Runtime {
         let now = self.now();
         let settings = &self.options.config.kafka;
         let at = input_time(m);
+        let mut failed = Vec::new();
         for (&p, shard) in &mut self.shards {
-            let actions = shard
-                .engine
-                .apply_ctl(&change.entity, &change.param, change.value, now);
+            let actions =
+                match shard
+                    .engine
+                    .apply_ctl(&change.entity, &change.param, change.value, now)
+                {
+                    Ok(actions) => actions,
+                    Err(e) => {
+                        failed.push((p, e));
+                        continue;
+                    }
+                };
             if actions.is_empty() {
                 continue;
             }
@@ -247,6 +259,50 @@ impl Runtime {
             }
             output::encode(&actions, p, settings, now, &mut shard.pending);
         }
+        for (p, e) in failed {
+            // Triggers are level-based: the rebuilt shard sees this value in
+            // the table and its start evaluates what it affects again.
+            metrics::EngineFailed {
+                partition: p,
+                topic,
+                offset: m.offset(),
+                error: &e,
+            }
+            .emit();
+            self.rebuild_shard(p)?;
+        }
+        Ok(())
+    }
+
+    /// Shard `p` broke an invariant on input `m`: the input is dead-lettered
+    /// with the reason, and the shard is rebuilt from its changelog (the
+    /// committed records and this batch's), i.e. as it was before the input.
+    fn engine_failed(
+        &mut self,
+        p: i32,
+        m: &OwnedMessage,
+        e: &crate::engine::Error,
+    ) -> Result<(), Error> {
+        let reason = e.to_string();
+        metrics::EngineFailed {
+            partition: p,
+            topic: m.topic(),
+            offset: m.offset(),
+            error: e,
+        }
+        .emit();
+        self.rebuild_shard(p)?;
+        let dead = output::dead_letter(
+            &self.options.config.kafka,
+            (m.topic(), p, m.offset()),
+            m.key(),
+            m.payload(),
+            &reason,
+        );
+        if let Some(shard) = self.shards.get_mut(&p) {
+            shard.pending.push(dead);
+        }
+        Ok(())
     }
 }
 

@@ -220,7 +220,7 @@ impl Runtime {
         let inputs = self.poll_group(poll_timeout)?;
         self.handle_ownership()?;
         let changes = self.poll_ctl()?;
-        self.tick();
+        self.tick()?;
         self.answer_queries();
         Ok(inputs + changes > 0)
     }
@@ -274,7 +274,7 @@ impl Runtime {
                 Some(Ok(m)) => m.detach(),
             };
             records += 1;
-            self.on_ctl(&message);
+            self.on_ctl(&message)?;
         }
         tracing::info!(
             topic,
@@ -287,16 +287,32 @@ impl Runtime {
         Ok(())
     }
 
-    fn tick(&mut self) {
+    fn tick(&mut self) -> Result<(), Error> {
         let now = self.now();
         let settings = &self.options.config.kafka;
+        let mut failed = Vec::new();
         for (&p, shard) in &mut self.shards {
             if shard.engine.next_deadline().is_some_and(|d| d <= now) {
-                let actions = shard.engine.tick(now);
-                crate::metrics::record_actions(p, &actions);
-                output::encode(&actions, p, settings, now, &mut shard.pending);
+                match shard.engine.tick(now) {
+                    Ok(actions) => {
+                        crate::metrics::record_actions(p, &actions);
+                        output::encode(&actions, p, settings, now, &mut shard.pending);
+                    }
+                    Err(e) => failed.push((p, e)),
+                }
             }
         }
+        for (p, e) in failed {
+            crate::metrics::EngineFailed {
+                partition: p,
+                topic: "timers",
+                offset: -1,
+                error: &e,
+            }
+            .emit();
+            self.rebuild_shard(p)?;
+        }
+        Ok(())
     }
 
     /// Every configured stage's queue depths and running counts, summed

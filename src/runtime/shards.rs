@@ -59,6 +59,33 @@ impl Runtime {
     /// Rebuilds shard `p` from `reactor.changelog` partition `p`, feeds it
     /// the CTL table and starts it (which fires whatever is due).
     fn restore_shard(&mut self, p: i32) -> Result<(), Error> {
+        self.restore_shard_with(p, Vec::new(), Vec::new())
+    }
+
+    /// Rebuilds shard `p` as it stands in this batch: the committed
+    /// changelog and the changelog records the batch has not committed yet
+    /// (after a step broke an invariant, its half-done state is dropped this
+    /// way). The batch's other pending records are kept.
+    pub(super) fn rebuild_shard(&mut self, p: i32) -> Result<(), Error> {
+        let Some(shard) = self.shards.remove(&p) else {
+            return Ok(());
+        };
+        let changelog = &self.options.config.kafka.topics.changelog;
+        let batch: Vec<_> = shard
+            .pending
+            .iter()
+            .filter(|r| r.topic == *changelog)
+            .filter_map(|r| codec::decode_changelog(&r.key, r.payload.as_deref()).ok())
+            .collect();
+        self.restore_shard_with(p, batch, shard.pending)
+    }
+
+    fn restore_shard_with(
+        &mut self,
+        p: i32,
+        batch: Vec<crate::changelog::ChangelogRecord>,
+        mut pending: Vec<output::OutRecord>,
+    ) -> Result<(), Error> {
         let started = Instant::now();
         let settings = &self.options.config.kafka;
         let topic = settings.topics.changelog.clone();
@@ -74,6 +101,7 @@ impl Runtime {
             }
             Ok(())
         })?;
+        records.extend(batch);
         let partitions = self.options.partitions;
         let mut engine = Engine::restore(
             &self.options.config,
@@ -93,9 +121,11 @@ impl Runtime {
             }
         }
         let now = self.now();
-        let actions = engine.start(now);
+        let actions = engine.start(now).map_err(|e| Error::Topic {
+            topic: topic.clone(),
+            message: format!("partition {p}: starting the restored shard: {e}"),
+        })?;
         metrics::record_actions(p, &actions);
-        let mut pending = Vec::new();
         output::encode(&actions, p, settings, now, &mut pending);
         let stats = engine.stats();
         let offer_stats = engine.offer_counters();

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::{Lane, Phase};
+use super::Lane;
 use crate::offer::Body;
-use crate::run::Run;
+use crate::run::RunSlot;
 
 /// One offer with every stage's slot on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +34,9 @@ pub struct OfferRecord {
 /// A stage's slot on one offer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRecord {
-    /// Lifecycle phase.
-    pub phase: Phase,
+    /// The run lifecycle: phase, counters, run in flight, wake, last error.
+    #[serde(flatten)]
+    pub slot: RunSlot,
     /// The stage's own state for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<serde_json::Value>,
@@ -48,27 +49,9 @@ pub struct SlotRecord {
     /// When it was queued (queue order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Timestamp>,
-    /// The run in flight.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<Run>,
     /// The offer version the run in flight was dispatched with.
     #[serde(default)]
     pub run_version: u64,
-    /// Runs dispatched so far (the last run id's number).
-    #[serde(default)]
-    pub run_seq: u64,
-    /// Passes issued so far (the last pass token).
-    #[serde(default)]
-    pub pass_seq: u64,
-    /// Consecutive failed attempts since the last success.
-    #[serde(default)]
-    pub failures: u32,
-    /// End of a backoff or park.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wake_at: Option<Timestamp>,
-    /// Last failure's error text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
 }
 
 impl SlotRecord {

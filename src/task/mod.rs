@@ -9,56 +9,13 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::run::Run;
+use crate::run::RunSlot;
 
 pub use queue::PoolQueue;
 
-/// Where a task is in its lifecycle. Names double as metric labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    /// Waiting for its trigger; evaluated when one of its parameters changes.
-    #[default]
-    Idle,
-    /// Trigger true; waiting in its pool's queue for a slot.
-    Queued,
-    /// A run is dispatched and has not finished.
-    Running,
-    /// A run failed; retried when the backoff ends.
-    Backoff,
-    /// Attempts used up; parked for an archive tier, then one more attempt.
-    Parked,
-    /// The attempt after the last tier failed; waits for an operator.
-    Dead,
-    /// Stopped by an operator; resumes on command.
-    Paused,
-}
-
-impl TaskState {
-    /// Every state, for metrics.
-    pub const ALL: [TaskState; 7] = [
-        TaskState::Idle,
-        TaskState::Queued,
-        TaskState::Running,
-        TaskState::Backoff,
-        TaskState::Parked,
-        TaskState::Dead,
-        TaskState::Paused,
-    ];
-
-    /// Metric label and log field.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Idle => "idle",
-            TaskState::Queued => "queued",
-            TaskState::Running => "running",
-            TaskState::Backoff => "backoff",
-            TaskState::Parked => "parked",
-            TaskState::Dead => "dead",
-            TaskState::Paused => "paused",
-        }
-    }
-}
+/// Where a task is in its lifecycle: the shared run phase (tasks are the
+/// one target that uses `paused`). Names double as metric labels.
+pub type TaskState = crate::run::Phase;
 
 /// A pool slot held for a higher-priority task waiting on produced data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,30 +29,16 @@ pub struct Hold {
 
 /// A task's runtime state as written to the changelog (parameters by name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 pub struct TaskRecord {
-    /// Lifecycle state.
-    pub state: TaskState,
+    /// The run lifecycle: phase (the task's state), counters, run in
+    /// flight, wake, last error.
+    #[serde(flatten)]
+    pub slot: RunSlot,
     /// When it entered the state.
     pub since: Option<Timestamp>,
     /// When it was queued (queue order after priority).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Timestamp>,
-    /// End of a backoff or park.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wake_at: Option<Timestamp>,
-    /// Consecutive failed attempts since the last success.
-    #[serde(default)]
-    pub failures: u32,
-    /// Runs dispatched so far (the last run id's number).
-    #[serde(default)]
-    pub run_seq: u64,
-    /// Passes issued so far (the last pass token).
-    #[serde(default)]
-    pub pass_seq: u64,
-    /// The run in flight.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<Run>,
     /// Parameter values read at the current run's dispatch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshot: BTreeMap<String, Timestamp>,
@@ -114,7 +57,4 @@ pub struct TaskRecord {
     /// Pause once the current run ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pause_requested: bool,
-    /// Last failure's error text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
 }

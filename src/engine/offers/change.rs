@@ -5,6 +5,7 @@ use jiff::Timestamp;
 
 use super::{OfferRt, Offers};
 use crate::action::{Action, Event, OfferState};
+use crate::engine::Error;
 use crate::offer::{self, Body, Change, OfferChange};
 use crate::run::add;
 use crate::stage::expr::Scope;
@@ -16,7 +17,11 @@ pub(super) const EXTERNAL: &str = "external";
 impl Offers {
     /// Applies a change from outside. A change that leaves the body as it
     /// is commits nothing.
-    pub(in crate::engine) fn on_change(&mut self, change: OfferChange, now: Timestamp) {
+    pub(in crate::engine) fn on_change(
+        &mut self,
+        change: OfferChange,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         let id = change.offer_id;
         let body = match change.change {
             Change::Deleted => return self.delete(&id, now),
@@ -29,7 +34,7 @@ impl Offers {
         };
         let old = self.live(&id).map(|rt| &rt.body);
         if old == Some(&body) {
-            return;
+            return Ok(());
         }
         let is_new = old.is_none();
         let changed = offer::changed_fields(old, &body);
@@ -50,24 +55,36 @@ impl Offers {
             );
         }
         rt.body = body;
-        self.commit(&id, EXTERNAL.to_string(), changed.clone(), now);
-        self.react(&id, &changed, is_new, None, now);
+        self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
+        self.react(&id, &changed, is_new, None, now)
     }
 
     /// Bumps the version of a changed offer and publishes its state.
-    pub(super) fn commit(&mut self, id: &str, cause: String, changed: Vec<String>, now: Timestamp) {
-        let rt = self.map.get_mut(id).expect("committing a present offer");
+    pub(super) fn commit(
+        &mut self,
+        id: &str,
+        cause: String,
+        changed: Vec<String>,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let rt = self.offer_mut(id)?;
         rt.version += 1;
         rt.updated_at = now;
         self.counters.committed += 1;
-        let state = self.offer_state(id, cause, changed);
+        let state = self.offer_state(id, cause, changed)?;
         self.out.push(Action::OfferState(state));
         self.dirty.insert(id.to_string());
+        Ok(())
     }
 
-    pub(super) fn offer_state(&self, id: &str, cause: String, changed: Vec<String>) -> OfferState {
-        let rt = &self.map[id];
-        OfferState {
+    pub(super) fn offer_state(
+        &self,
+        id: &str,
+        cause: String,
+        changed: Vec<String>,
+    ) -> Result<OfferState, Error> {
+        let rt = self.offer(id)?;
+        Ok(OfferState {
             offer: id.to_string(),
             version: rt.version,
             body: rt.body.clone(),
@@ -78,11 +95,12 @@ impl Offers {
                 .iter()
                 .filter_map(|(s, slot)| {
                     let state = slot.state.as_ref()?;
-                    Some((self.defs[*s as usize].name.clone(), state.clone()))
+                    let name = &self.stages.get(*s as usize)?.def.name;
+                    Some((name.clone(), state.clone()))
                 })
                 .collect(),
             deleted: false,
-        }
+        })
     }
 
     /// The offer if it exists (not deleted).
@@ -93,18 +111,20 @@ impl Offers {
     /// Deletes an offer: its queue entries, timers and run are cancelled (a
     /// late result is rejected), and a final `OfferState` says so. The
     /// record stays as a grave until the longest stage timeout has passed.
-    fn delete(&mut self, id: &str, now: Timestamp) {
-        let Some(rt) = self.live(id) else { return };
+    fn delete(&mut self, id: &str, now: Timestamp) -> Result<(), Error> {
+        let Some(rt) = self.live(id) else {
+            return Ok(());
+        };
         // Every field is removed; `changed_fields` is sorted like any other.
         let removed = offer::changed_fields(Some(&rt.body), &Body::new());
-        let mut last = self.offer_state(id, EXTERNAL.to_string(), removed);
+        let mut last = self.offer_state(id, EXTERNAL.to_string(), removed)?;
         last.version += 1;
         last.body = Body::new();
         last.states.clear();
         last.deleted = true;
         self.hide_queued(id);
         let grave_time = self.grave_time;
-        let rt = self.map.get_mut(id).expect("checked above");
+        let rt = self.offer_mut(id)?;
         let old = std::mem::replace(
             rt,
             OfferRt {
@@ -117,8 +137,11 @@ impl Offers {
                     .iter()
                     .map(|(s, slot)| {
                         let seqs = crate::stage::SlotRecord {
-                            run_seq: slot.run_seq,
-                            pass_seq: slot.pass_seq,
+                            slot: crate::run::RunSlot {
+                                run_seq: slot.slot.run_seq,
+                                pass_seq: slot.slot.pass_seq,
+                                ..Default::default()
+                            },
                             ..Default::default()
                         };
                         (*s, seqs)
@@ -139,14 +162,15 @@ impl Offers {
                 self.timers
                     .cancel(at, super::OfferTimer::Stage(*s, key.clone()));
             }
-            if let Some(at) = slot.wake_at {
+            if let Some(at) = slot.slot.wake_at {
                 self.timers
                     .cancel(at, super::OfferTimer::Wake(*s, key.clone()));
             }
-            if let (crate::stage::Phase::Running, Some(run)) = (slot.phase, &slot.run) {
+            if let Some(run) = slot.slot.current() {
                 self.timers
                     .cancel(run.deadline, super::OfferTimer::Run(*s, key));
-                self.running[*s as usize] -= 1;
+                let st = self.stage_mut(*s)?;
+                st.running = st.running.saturating_sub(1);
                 self.pending.insert(*s);
             }
         }
@@ -157,6 +181,7 @@ impl Offers {
         self.counters.committed += 1;
         self.out.push(Action::OfferState(last));
         self.dirty.insert(id.to_string());
+        Ok(())
     }
 
     /// Asks every stage (but `except`, the one whose result made the change)
@@ -170,13 +195,15 @@ impl Offers {
         is_new: bool,
         except: Option<u16>,
         now: Timestamp,
-    ) {
-        let Some(rt) = self.live(id) else { return };
+    ) -> Result<(), Error> {
+        let Some(rt) = self.live(id) else {
+            return Ok(());
+        };
         // Converting the body for CEL is the costly part: only when a stage is asked.
         let mut scope = None;
         let mut decisions = Vec::new();
-        for (s, def) in self.defs.iter().enumerate() {
-            let s = s as u16;
+        for (s, st) in self.stage_ids().zip(&self.stages) {
+            let def = &st.def;
             if Some(s) == except {
                 continue;
             }
@@ -195,28 +222,37 @@ impl Offers {
             let queue = match when {
                 Ok(b) => b,
                 Err(e) => {
-                    self.predicate_error(id, s, "when", e.to_string());
+                    self.predicate_error(id, s, "when", e.to_string())?;
                     true
                 }
             };
             if queue {
-                self.enqueue(id, s, Lane::Live, now);
+                self.enqueue(id, s, Lane::Live, now)?;
             }
             match timer {
                 None => {}
                 Some(Ok(at)) => self.set_timer(id, s, at, now),
-                Some(Err(e)) => self.predicate_error(id, s, "timer", e.to_string()),
+                Some(Err(e)) => self.predicate_error(id, s, "timer", e.to_string())?,
             }
         }
+        Ok(())
     }
 
-    pub(super) fn predicate_error(&mut self, id: &str, s: u16, field: &str, error: String) {
+    pub(super) fn predicate_error(
+        &mut self,
+        id: &str,
+        s: u16,
+        field: &str,
+        error: String,
+    ) -> Result<(), Error> {
         self.counters.predicate_errors += 1;
+        let stage = self.stage(s)?.def.name.clone();
         self.emit(Event::PredicateError {
-            stage: self.defs[s as usize].name.clone(),
+            stage,
             offer: id.to_string(),
             field: field.to_string(),
             error,
         });
+        Ok(())
     }
 }

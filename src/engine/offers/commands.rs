@@ -6,8 +6,9 @@ use std::ops::Bound;
 use jiff::Timestamp;
 
 use super::{OfferTimer, Offers, Rescan, RESCAN_CHUNK};
-use crate::action::Event;
+use crate::action::{Event, Subject};
 use crate::engine::input::Command;
+use crate::engine::{bug, Error};
 use crate::stage::expr::{Expr, Scope};
 use crate::stage::{Lane, Phase, RescanRecord};
 
@@ -15,7 +16,11 @@ use crate::stage::{Lane, Phase, RescanRecord};
 const COMMAND: &str = "command";
 
 impl Offers {
-    pub(in crate::engine) fn on_command(&mut self, command: Command, now: Timestamp) {
+    pub(in crate::engine) fn on_command(
+        &mut self,
+        command: Command,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         match command {
             Command::SetStageState {
                 offer,
@@ -25,17 +30,13 @@ impl Offers {
             } => self.set_state(&offer, &stage, state, version, now),
             Command::Rescan { stage, when } => self.start_rescan(&stage, when.as_deref(), now),
             Command::UnparkOffer { offer } => self.unpark_command(&offer, now),
-            Command::Pause { .. }
-            | Command::Resume { .. }
-            | Command::SetLast { .. }
-            | Command::ClearLast { .. } => unreachable!("task commands go to the tasks"),
+            _ => Err(bug("a command for another target reached the offers")),
         }
     }
 
     fn rejected(&mut self, stage: &str, offer: &str, reason: impl Into<String>) {
-        self.emit(Event::StageCommandRejected {
-            stage: stage.to_string(),
-            offer: offer.to_string(),
+        self.emit(Event::CommandRejected {
+            subject: Subject::stage(stage, offer),
             reason: reason.into(),
         });
     }
@@ -58,12 +59,13 @@ impl Offers {
         state: serde_json::Value,
         expected: u64,
         now: Timestamp,
-    ) {
+    ) -> Result<(), Error> {
         let Some(s) = self.stage_index(stage, id) else {
-            return;
+            return Ok(());
         };
         let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
-            return self.rejected(stage, id, format!("unknown offer `{id}`"));
+            self.rejected(stage, id, format!("unknown offer `{id}`"));
+            return Ok(());
         };
         let applied = rt.version == expected;
         if applied {
@@ -71,10 +73,10 @@ impl Offers {
             let slot = rt.slot_mut(s);
             if slot.state != state {
                 slot.state = state;
-                self.commit(id, COMMAND.to_string(), Vec::new(), now);
+                self.commit(id, COMMAND.to_string(), Vec::new(), now)?;
             }
         }
-        let version = self.map[id].version;
+        let version = self.offer(id)?.version;
         self.emit(Event::StageState {
             stage: stage.to_string(),
             offer: id.to_string(),
@@ -82,70 +84,80 @@ impl Offers {
             version,
             applied,
         });
+        Ok(())
     }
 
     /// Ends the offer's ping-pong park and gives its dead stages one more
     /// attempt (their failure counts start again).
-    fn unpark_command(&mut self, id: &str, now: Timestamp) {
+    fn unpark_command(&mut self, id: &str, now: Timestamp) -> Result<(), Error> {
         let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
-            return self.rejected("", id, format!("unknown offer `{id}`"));
+            self.rejected("", id, format!("unknown offer `{id}`"));
+            return Ok(());
         };
         let dead: Vec<u16> = rt
             .slots
             .iter_mut()
-            .filter(|(_, slot)| slot.phase == Phase::Dead)
+            .filter(|(_, slot)| slot.slot.phase == Phase::Dead)
             .map(|(s, slot)| {
-                slot.phase = Phase::Idle;
-                slot.failures = 0;
+                slot.slot.phase = Phase::Idle;
+                slot.slot.failures = 0;
                 *s
             })
             .collect();
         self.dirty.insert(id.to_string());
         self.unpark(id);
         for s in dead {
-            self.enqueue(id, s, Lane::Live, now);
+            self.enqueue(id, s, Lane::Live, now)?;
         }
+        Ok(())
     }
 
     /// Starts (or restarts) a rescan of the stage over every offer of the
     /// shard, in id order, a chunk per step.
-    fn start_rescan(&mut self, stage: &str, filter: Option<&str>, now: Timestamp) {
+    fn start_rescan(
+        &mut self,
+        stage: &str,
+        filter: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         let Some(s) = self.stage_index(stage, "") else {
-            return;
+            return Ok(());
         };
         let compiled = match filter.map(Expr::compile).transpose() {
             Ok(f) => f,
             Err(e) => {
-                return self.rejected(
+                self.rejected(
                     stage,
                     "",
                     format!("rescan filter `{}`: {e}", filter.unwrap_or_default()),
-                )
+                );
+                return Ok(());
             }
         };
-        self.rescans[s as usize] = Some(Rescan {
+        let total = self.len() as u64;
+        self.stage_mut(s)?.rescan = Some(Rescan {
             record: RescanRecord {
                 filter: filter.map(str::to_string),
                 cursor: None,
                 checked: 0,
                 queued: 0,
-                total: self.len() as u64,
+                total,
                 errors: 0,
                 started_at: now,
             },
             filter: compiled,
         });
         self.dirty_rescans.insert(s);
-        self.rescan_step(s, now);
+        self.rescan_step(s, now)
     }
 
     /// Checks the next chunk of offers for a rescan and queues the ones the
     /// stage wants in its rescan lane. A failing `when` counts as true (the
     /// seed's rule); a failing filter counts as false, so a filter never
     /// widens a rescan. Progress goes out as `rescan_progress`.
-    pub(super) fn rescan_step(&mut self, s: u16, now: Timestamp) {
-        let Some(mut rescan) = self.rescans[s as usize].take() else {
-            return;
+    pub(super) fn rescan_step(&mut self, s: u16, now: Timestamp) -> Result<(), Error> {
+        let Some(mut rescan) = self.stage_mut(s)?.rescan.take() else {
+            return Ok(());
         };
         let from = match &rescan.record.cursor {
             Some(c) => Bound::Excluded(c.clone()),
@@ -159,13 +171,12 @@ impl Offers {
             .collect();
         let done = ids.len() < RESCAN_CHUNK;
         let errors_before = rescan.record.errors;
-        let def = &self.defs[s as usize];
+        let def = &self.stage(s)?.def;
         let mut wanted = Vec::new();
         for id in &ids {
-            let rt = &self.map[id];
-            if rt.deleted {
+            let Some(rt) = self.map.get(id).filter(|rt| !rt.deleted) else {
                 continue;
-            }
+            };
             rescan.record.checked += 1;
             let state = rt.state(s);
             let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
@@ -191,14 +202,15 @@ impl Offers {
         self.counters.evaluated += ids.len() as u64;
         self.counters.predicate_errors += rescan.record.errors - errors_before;
         for id in &wanted {
-            if self.enqueue(id, s, Lane::Rescan, now) {
+            if self.enqueue(id, s, Lane::Rescan, now)? {
                 rescan.record.queued += 1;
             }
         }
         rescan.record.cursor = ids.last().cloned().or(rescan.record.cursor);
         let r = &rescan.record;
+        let stage = self.stage(s)?.def.name.clone();
         self.emit(Event::RescanProgress {
-            stage: self.defs[s as usize].name.clone(),
+            stage,
             checked: r.checked,
             queued: r.queued,
             total: r.total,
@@ -207,8 +219,9 @@ impl Offers {
         });
         self.dirty_rescans.insert(s);
         if !done {
-            self.rescans[s as usize] = Some(rescan);
+            self.stage_mut(s)?.rescan = Some(rescan);
             self.timers.arm(now, OfferTimer::Rescan(s));
         }
+        Ok(())
     }
 }

@@ -27,7 +27,9 @@ use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
+use crate::engine::{bug, Error};
 use crate::offer::Body;
+use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
 use crate::stage::limit::{self, Bucket};
 use crate::stage::queue::StageQueue;
@@ -59,6 +61,23 @@ struct StageDef {
     run: RunPolicy,
 }
 
+/// A stage on this partition: its definition, queue, limits and rescan.
+#[derive(Debug, Clone)]
+struct StageRt {
+    def: StageDef,
+    queue: StageQueue,
+    /// Runs in flight.
+    running: u32,
+    /// This partition's share of `max_parallelism`.
+    share: u32,
+    /// This partition's share of `rate_limit`.
+    bucket: Option<Bucket>,
+    /// When a rate timer is armed (one at a time).
+    rate_armed: Option<Timestamp>,
+    /// A rescan in progress.
+    rescan: Option<Rescan>,
+}
+
 /// One offer in memory: the record, with slots indexed by stage.
 #[derive(Debug, Clone, PartialEq)]
 struct OfferRt {
@@ -78,6 +97,8 @@ impl OfferRt {
         self.slots.iter().find(|(k, _)| *k == s).map(|(_, v)| v)
     }
 
+    // `k` is the position just found, or the index of the slot just pushed.
+    #[allow(clippy::indexing_slicing)]
     fn slot_mut(&mut self, s: u16) -> &mut SlotRecord {
         let k = match self.slots.iter().position(|(k, _)| *k == s) {
             Some(k) => k,
@@ -95,7 +116,9 @@ impl OfferRt {
 
     /// A stage runs on it: no other may start.
     fn busy(&self) -> bool {
-        self.slots.iter().any(|(_, x)| x.phase == Phase::Running)
+        self.slots
+            .iter()
+            .any(|(_, x)| x.slot.phase == Phase::Running)
     }
 
     /// Its queued slots wait outside the ready queues.
@@ -123,6 +146,32 @@ enum OfferTimer {
     Bury(String),
 }
 
+/// The run slot's view of one stage's timers on one offer.
+struct SlotAlarms<'a> {
+    timers: &'a mut Timers<OfferTimer>,
+    stage: u16,
+    offer: &'a str,
+}
+
+impl Alarms for SlotAlarms<'_> {
+    fn arm(&mut self, due: Due, at: Timestamp) {
+        self.timers.arm(at, self.key(due));
+    }
+
+    fn cancel(&mut self, due: Due, at: Timestamp) {
+        self.timers.cancel(at, self.key(due));
+    }
+}
+
+impl SlotAlarms<'_> {
+    fn key(&self, due: Due) -> OfferTimer {
+        match due {
+            Due::Deadline => OfferTimer::Run(self.stage, self.offer.to_string()),
+            Due::Wake => OfferTimer::Wake(self.stage, self.offer.to_string()),
+        }
+    }
+}
+
 /// A rescan in progress, with its filter compiled.
 #[derive(Debug, Clone)]
 struct Rescan {
@@ -144,18 +193,11 @@ pub struct OfferCounters {
 /// The offer half of a shard.
 #[derive(Debug, Clone)]
 pub(super) struct Offers {
-    defs: Vec<StageDef>,
+    stages: Vec<StageRt>,
     by_name: HashMap<String, u16>,
     ping_pong: PingPong,
     map: BTreeMap<String, OfferRt>,
-    queues: Vec<StageQueue>,
-    running: Vec<u32>,
-    share: Vec<u32>,
-    buckets: Vec<Option<Bucket>>,
-    /// When a rate timer is armed per stage (one at a time).
-    rate_armed: Vec<Option<Timestamp>>,
     timers: Timers<OfferTimer>,
-    rescans: Vec<Option<Rescan>>,
     /// Offers changed in this step (written or tombstoned at its end).
     dirty: BTreeSet<String>,
     /// Rescans changed in this step.
@@ -173,49 +215,51 @@ pub(super) struct Offers {
 
 impl Offers {
     pub(super) fn new(config: &Config) -> Offers {
-        let defs: Vec<StageDef> = config
+        let stages: Vec<StageRt> = config
             .stages
             .iter()
-            .map(|s| StageDef {
-                name: s.name.clone(),
-                watch: s.watch.clone(),
-                when: s.when.clone(),
-                timer: s.timer.clone(),
-                topic: s.topic.clone(),
-                max_parallelism: s.max_parallelism,
-                rate: s.rate_limit.as_ref().map(|r| r.per_second),
-                run: s.run.clone(),
+            .map(|s| StageRt {
+                def: StageDef {
+                    name: s.name.clone(),
+                    watch: s.watch.clone(),
+                    when: s.when.clone(),
+                    timer: s.timer.clone(),
+                    topic: s.topic.clone(),
+                    max_parallelism: s.max_parallelism,
+                    rate: s.rate_limit.as_ref().map(|r| r.per_second),
+                    run: s.run.clone(),
+                },
+                queue: StageQueue::default(),
+                running: 0,
+                share: 0,
+                bucket: None,
+                rate_armed: None,
+                rescan: None,
             })
             .collect();
-        let n = defs.len();
-        let by_name = defs
+        let by_name = stages
             .iter()
             .enumerate()
-            .map(|(i, d)| (d.name.clone(), i as u16))
+            .map(|(i, st)| (st.def.name.clone(), u16::try_from(i).unwrap_or(u16::MAX)))
             .collect();
+        let grave_time = stages
+            .iter()
+            .map(|st| st.def.run.timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(0));
         let mut offers = Offers {
+            stages,
             by_name,
             ping_pong: config.offers.ping_pong,
             map: BTreeMap::new(),
-            queues: vec![StageQueue::default(); n],
-            running: vec![0; n],
-            share: vec![0; n],
-            buckets: vec![None; n],
-            rate_armed: vec![None; n],
             timers: Timers::default(),
-            rescans: vec![None; n],
             dirty: BTreeSet::new(),
             dirty_rescans: BTreeSet::new(),
             pending: BTreeSet::new(),
             orphan_rescans: Vec::new(),
             out: Vec::new(),
             counters: OfferCounters::default(),
-            grave_time: defs
-                .iter()
-                .map(|d| d.run.timeout)
-                .max()
-                .unwrap_or(Duration::from_secs(0)),
-            defs,
+            grave_time,
         };
         offers.set_partition(0, 1);
         offers
@@ -224,9 +268,10 @@ impl Offers {
     /// Splits each stage's global `max_parallelism` and `rate_limit` for
     /// partition `index` of `count` (see [`crate::stage::limit`]).
     pub(super) fn set_partition(&mut self, index: u32, count: u32) {
-        for (s, def) in self.defs.iter().enumerate() {
-            self.share[s] = limit::share(def.max_parallelism, index, count);
-            self.buckets[s] = def
+        for st in &mut self.stages {
+            st.share = limit::share(st.def.max_parallelism, index, count);
+            st.bucket = st
+                .def
                 .rate
                 .map(|rate| Bucket::new(rate / f64::from(count.max(1))));
         }
@@ -234,7 +279,7 @@ impl Offers {
 
     /// Whether any stage is configured.
     pub(super) fn has_stages(&self) -> bool {
-        !self.defs.is_empty()
+        !self.stages.is_empty()
     }
 
     /// Number of offers in the shard (not counting deleted ones).
@@ -250,18 +295,66 @@ impl Offers {
         self.timers.next()
     }
 
+    /// Stage indices, in configuration order.
+    fn stage_ids(&self) -> impl Iterator<Item = u16> {
+        (0..self.stages.len()).map(|s| u16::try_from(s).unwrap_or(u16::MAX))
+    }
+
+    fn stage(&self, s: u16) -> Result<&StageRt, Error> {
+        self.stages
+            .get(s as usize)
+            .ok_or_else(|| bug(format!("no stage #{s}")))
+    }
+
+    fn stage_mut(&mut self, s: u16) -> Result<&mut StageRt, Error> {
+        self.stages
+            .get_mut(s as usize)
+            .ok_or_else(|| bug(format!("no stage #{s}")))
+    }
+
+    fn offer(&self, id: &str) -> Result<&OfferRt, Error> {
+        self.map
+            .get(id)
+            .ok_or_else(|| bug(format!("no offer `{id}`")))
+    }
+
+    fn offer_mut(&mut self, id: &str) -> Result<&mut OfferRt, Error> {
+        self.map
+            .get_mut(id)
+            .ok_or_else(|| bug(format!("no offer `{id}`")))
+    }
+
+    /// The slot of stage `s` on offer `id`, with the alarms of its run.
+    fn slot_mut<'a>(
+        &'a mut self,
+        s: u16,
+        id: &'a str,
+    ) -> Result<(&'a mut SlotRecord, SlotAlarms<'a>), Error> {
+        let rt = self
+            .map
+            .get_mut(id)
+            .ok_or_else(|| bug(format!("no offer `{id}`")))?;
+        let alarms = SlotAlarms {
+            timers: &mut self.timers,
+            stage: s,
+            offer: id,
+        };
+        Ok((rt.slot_mut(s), alarms))
+    }
+
     /// Fires every offer timer due at or before `now`.
-    pub(super) fn tick(&mut self, now: Timestamp) {
+    pub(super) fn tick(&mut self, now: Timestamp) -> Result<(), Error> {
         while let Some((at, timer)) = self.timers.pop_due(now) {
-            self.on_timer(timer, at, now);
+            self.on_timer(timer, at, now)?;
         }
+        Ok(())
     }
 
     /// Ends a step: dispatches what the stages allow, then writes the
     /// changelog records of every offer and rescan the step changed.
-    pub(super) fn finish(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+    pub(super) fn finish(&mut self, now: Timestamp, out: &mut Vec<Action>) -> Result<(), Error> {
         while let Some(s) = self.pending.pop_first() {
-            self.pump(s, now);
+            self.pump(s, now)?;
         }
         out.append(&mut self.out);
         for id in std::mem::take(&mut self.dirty) {
@@ -269,9 +362,19 @@ impl Offers {
             out.push(Action::Changelog(record));
         }
         for s in std::mem::take(&mut self.dirty_rescans) {
-            let record = self.rescan_record(s);
+            let record = self.rescan_record(s)?;
             out.push(Action::Changelog(record));
         }
+        Ok(())
+    }
+
+    /// Drops what a failed step left half done: its outputs and dirty marks.
+    /// (The caller rebuilds the shard from its changelog.)
+    pub(super) fn abandon(&mut self) {
+        self.out.clear();
+        self.dirty.clear();
+        self.dirty_rescans.clear();
+        self.pending.clear();
     }
 
     /// The records a restore must reproduce, in key order.
@@ -279,9 +382,9 @@ impl Offers {
         let mut records: Vec<ChangelogRecord> =
             self.map.keys().map(|id| self.offer_record(id)).collect();
         records.extend(
-            (0..self.defs.len() as u16)
-                .filter(|&s| self.rescans[s as usize].is_some())
-                .map(|s| self.rescan_record(s)),
+            self.stage_ids()
+                .filter(|&s| self.stage(s).is_ok_and(|st| st.rescan.is_some()))
+                .filter_map(|s| self.rescan_record(s).ok()),
         );
         records
     }
@@ -292,7 +395,10 @@ impl Offers {
                 .slots
                 .iter()
                 .filter(|(_, slot)| !slot.is_default())
-                .map(|(s, slot)| (self.defs[*s as usize].name.clone(), slot.clone()))
+                .filter_map(|(s, slot)| {
+                    let name = self.stages.get(*s as usize)?.def.name.clone();
+                    Some((name, slot.clone()))
+                })
                 .collect();
             Value::Offer(Box::new(OfferRecord {
                 version: rt.version,
@@ -310,14 +416,13 @@ impl Offers {
         }
     }
 
-    fn rescan_record(&self, s: u16) -> ChangelogRecord {
-        ChangelogRecord {
+    fn rescan_record(&self, s: u16) -> Result<ChangelogRecord, Error> {
+        let st = self.stage(s)?;
+        Ok(ChangelogRecord {
             store: Store::Rescan,
-            key: self.defs[s as usize].name.clone(),
-            value: self.rescans[s as usize]
-                .as_ref()
-                .map(|r| Value::Rescan(r.record.clone())),
-        }
+            key: st.def.name.clone(),
+            value: st.rescan.as_ref().map(|r| Value::Rescan(r.record.clone())),
+        })
     }
 
     fn emit(&mut self, event: crate::action::Event) {
@@ -327,19 +432,24 @@ impl Offers {
     /// Puts the stage's slot on the offer in its queue (`lane`) unless it
     /// is there already, running, or waiting for a retry: a running stage
     /// is re-run by the version check, a retry runs on the latest version.
-    fn enqueue(&mut self, id: &str, s: u16, lane: Lane, now: Timestamp) -> bool {
+    fn enqueue(&mut self, id: &str, s: u16, lane: Lane, now: Timestamp) -> Result<bool, Error> {
         let Some(rt) = self.map.get_mut(id) else {
-            return false;
+            return Ok(false);
         };
         let blocked = rt.blocked();
         let slot = rt.slot_mut(s);
-        match slot.phase {
+        let queue = &mut self
+            .stages
+            .get_mut(s as usize)
+            .ok_or_else(|| bug(format!("no stage #{s}")))?
+            .queue;
+        match slot.slot.phase {
             Phase::Idle => {
-                slot.phase = Phase::Queued;
+                slot.slot.phase = Phase::Queued;
                 slot.lane = lane;
                 slot.queued_at = Some(now);
                 if !blocked {
-                    self.queues[s as usize].push(lane, now, id);
+                    queue.push(lane, now, id);
                     self.pending.insert(s);
                 }
             }
@@ -347,24 +457,26 @@ impl Offers {
                 let at = slot.queued_at.unwrap_or(now);
                 slot.lane = Lane::Live;
                 if !blocked {
-                    self.queues[s as usize].remove(Lane::Rescan, at, id);
-                    self.queues[s as usize].push(Lane::Live, at, id);
+                    queue.remove(Lane::Rescan, at, id);
+                    queue.push(Lane::Live, at, id);
                     self.pending.insert(s);
                 }
             }
-            _ => return false,
+            _ => return Ok(false),
         }
         self.dirty.insert(id.to_string());
-        true
+        Ok(true)
     }
 
     /// Takes the offer's queued slots out of the ready queues (it became blocked).
     fn hide_queued(&mut self, id: &str) {
         let Some(rt) = self.map.get(id) else { return };
         for (s, slot) in &rt.slots {
-            if slot.phase == Phase::Queued {
+            if slot.slot.phase == Phase::Queued {
                 let at = slot.queued_at.unwrap_or(Timestamp::MIN);
-                self.queues[*s as usize].remove(slot.lane, at, id);
+                if let Some(st) = self.stages.get_mut(*s as usize) {
+                    st.queue.remove(slot.lane, at, id);
+                }
             }
         }
     }
@@ -377,10 +489,12 @@ impl Offers {
             return;
         }
         for (s, slot) in &rt.slots {
-            if slot.phase == Phase::Queued {
+            if slot.slot.phase == Phase::Queued {
                 let at = slot.queued_at.unwrap_or(Timestamp::MIN);
-                self.queues[*s as usize].push(slot.lane, at, id);
-                self.pending.insert(*s);
+                if let Some(st) = self.stages.get_mut(*s as usize) {
+                    st.queue.push(slot.lane, at, id);
+                    self.pending.insert(*s);
+                }
             }
         }
     }
@@ -404,28 +518,33 @@ impl Offers {
         self.dirty.insert(id.to_string());
     }
 
-    fn on_timer(&mut self, timer: OfferTimer, at: Timestamp, now: Timestamp) {
+    fn on_timer(&mut self, timer: OfferTimer, at: Timestamp, now: Timestamp) -> Result<(), Error> {
         match timer {
             OfferTimer::Stage(s, id) => {
                 if let Some(rt) = self.map.get_mut(&id) {
                     let slot = rt.slot_mut(s);
-                    if slot.phase == Phase::Running {
+                    if slot.slot.phase == Phase::Running {
                         // The run in flight was dispatched before the due
                         // time: the wake-up stays on the slot, due, and is
                         // served when the run ends (see `runs.rs`).
-                        return;
+                        return Ok(());
                     }
                     slot.timer = None;
                     self.dirty.insert(id.clone());
-                    self.enqueue(&id, s, Lane::Live, now);
+                    self.enqueue(&id, s, Lane::Live, now)?;
                 }
+                Ok(())
             }
             OfferTimer::Run(s, id) => self.on_run_timeout(s, &id, at, now),
-            OfferTimer::Wake(s, id) => self.on_wake(s, &id, now),
-            OfferTimer::Unpark(id) => self.unpark(&id),
+            OfferTimer::Wake(s, id) => self.on_wake(s, &id, at, now),
+            OfferTimer::Unpark(id) => {
+                self.unpark(&id);
+                Ok(())
+            }
             OfferTimer::Rate(s) => {
-                self.rate_armed[s as usize] = None;
+                self.stage_mut(s)?.rate_armed = None;
                 self.pending.insert(s);
+                Ok(())
             }
             OfferTimer::Rescan(s) => self.rescan_step(s, now),
             OfferTimer::Bury(id) => {
@@ -433,6 +552,7 @@ impl Offers {
                     self.map.remove(&id);
                     self.dirty.insert(id);
                 }
+                Ok(())
             }
         }
     }

@@ -195,21 +195,22 @@ proptest! {
             crate::engine::tests::straight_and_crashed(&config, &input, crash)?;
 
         let offers = &straight_sim.engine().offers;
-        for (s, share) in offers.share.iter().enumerate() {
-            prop_assert!(offers.running[s] <= *share, "stage {} over its share", s);
+        for (s, st) in offers.stages.iter().enumerate() {
+            prop_assert!(st.running <= st.share, "stage {} over its share", s);
         }
         let mut running = vec![0u32; STAGES.len()];
         for (id, rt) in &offers.map {
-            let busy = rt.slots.iter().filter(|(_, x)| x.phase == Phase::Running).count();
+            let busy = rt.slots.iter().filter(|(_, x)| x.slot.phase == Phase::Running).count();
             prop_assert!(busy <= 1, "{} runs {} stages at once", id, busy);
             for (s, slot) in &rt.slots {
-                prop_assert_eq!(slot.phase == Phase::Running, slot.run.is_some(), "{}/{} run/phase", id, s);
-                if slot.phase == Phase::Running {
+                prop_assert_eq!(slot.slot.phase == Phase::Running, slot.slot.run.is_some(), "{}/{} run/phase", id, s);
+                if slot.slot.phase == Phase::Running {
                     running[*s as usize] += 1;
                 }
             }
         }
-        prop_assert_eq!(&running, &offers.running);
+        let counted: Vec<u32> = offers.stages.iter().map(|st| st.running).collect();
+        prop_assert_eq!(&running, &counted);
         // Versions in offer_state lines increase by one per offer, across a
         // delete too; only once a deleted offer's grave is gone does a
         // re-created one start again at 1.

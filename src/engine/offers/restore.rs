@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::{OfferRt, OfferTimer, Offers, Rescan};
+use super::{OfferRt, OfferTimer, Offers, Rescan, SlotAlarms};
 use crate::changelog::{ChangelogRecord, Store};
 use crate::stage::expr::Expr;
 use crate::stage::{OfferRecord, Phase, RescanRecord};
@@ -48,44 +48,45 @@ impl Offers {
             }
             return;
         };
-        self.rescans[s as usize] = record.map(|r| Rescan {
-            record: r.clone(),
-            // Compiled when it was accepted; a filter that no longer compiles
-            // (a newer CEL) is dropped rather than blocking the restore.
-            filter: r.filter.as_deref().and_then(|f| Expr::compile(f).ok()),
-        });
+        if let Some(st) = self.stages.get_mut(s as usize) {
+            st.rescan = record.map(|r| Rescan {
+                record: r.clone(),
+                // Compiled when it was accepted; a filter that no longer compiles
+                // (a newer CEL) is dropped rather than blocking the restore.
+                filter: r.filter.as_deref().and_then(|f| Expr::compile(f).ok()),
+            });
+        }
     }
 
     /// Derives queues, running counts and timers from the records.
     pub(in crate::engine) fn rebuild_derived(&mut self) {
-        for s in 0..self.defs.len() {
-            self.queues[s] = Default::default();
-            self.running[s] = 0;
-            self.rate_armed[s] = None;
+        for st in &mut self.stages {
+            st.queue = Default::default();
+            st.running = 0;
+            st.rate_armed = None;
         }
         self.timers = Default::default();
         for (id, rt) in &self.map {
             let blocked = rt.blocked();
             for (s, slot) in &rt.slots {
-                let k = *s as usize;
-                match slot.phase {
+                let Some(st) = self.stages.get_mut(*s as usize) else {
+                    continue;
+                };
+                match slot.slot.phase {
                     Phase::Queued if !blocked => {
-                        self.queues[k].push(slot.lane, slot.queued_at.unwrap_or(Timestamp::MIN), id)
+                        st.queue
+                            .push(slot.lane, slot.queued_at.unwrap_or(Timestamp::MIN), id)
                     }
-                    Phase::Running => {
-                        self.running[k] += 1;
-                        if let Some(run) = &slot.run {
-                            self.timers
-                                .arm(run.deadline, OfferTimer::Run(*s, id.clone()));
-                        }
-                    }
+                    Phase::Running => st.running += 1,
                     _ => {}
                 }
+                slot.slot.rearm(&mut SlotAlarms {
+                    timers: &mut self.timers,
+                    stage: *s,
+                    offer: id,
+                });
                 if let Some(at) = slot.timer {
                     self.timers.arm(at, OfferTimer::Stage(*s, id.clone()));
-                }
-                if let Some(at) = slot.wake_at {
-                    self.timers.arm(at, OfferTimer::Wake(*s, id.clone()));
                 }
             }
             if let Some(until) = rt.guard.parked_until {
@@ -114,8 +115,8 @@ impl Offers {
                 value: None,
             }));
         }
-        for s in 0..self.defs.len() as u16 {
-            if self.rescans[s as usize].is_some() {
+        for (s, st) in (0..).zip(&self.stages) {
+            if st.rescan.is_some() {
                 self.timers.arm(now, OfferTimer::Rescan(s));
             }
             self.pending.insert(s);

@@ -93,14 +93,16 @@ fn a_new_offer_wakes_every_stage_and_a_result_commits_once() {
     let c = config(vec![stage("price", &["price"], "true", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let a = e.apply(body("o1", json!({"price": 100})), t);
+    e.start(t).unwrap();
+    let a = e.apply(body("o1", json!({"price": 100})), t).unwrap();
     assert_eq!(states(&a), [(1, "external".into(), vec!["price".into()])]);
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
-    let a = e.apply(
-        success("price/o1#1", 1, update(json!({"price_predicted": 118}))),
-        t,
-    );
+    let a = e
+        .apply(
+            success("price/o1#1", 1, update(json!({"price_predicted": 118}))),
+            t,
+        )
+        .unwrap();
     assert_eq!(
         states(&a),
         [(2, "stage:price".into(), vec!["price_predicted".into()])]
@@ -117,12 +119,14 @@ fn a_change_during_a_run_discards_the_stale_result_and_reruns() {
     let c = config(vec![stage("price", &["price"], "true", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    e.apply(body("o1", json!({"price": 100})), t);
-    let a = e.apply(patch("o1", json!({"price": 120})), t);
+    e.start(t).unwrap();
+    e.apply(body("o1", json!({"price": 100})), t).unwrap();
+    let a = e.apply(patch("o1", json!({"price": 120})), t).unwrap();
     assert_eq!(states(&a).len(), 1);
     assert!(runs(&a).is_empty(), "one run per offer at a time");
-    let a = e.apply(success("price/o1#1", 1, update(json!({"p": 1}))), t);
+    let a = e
+        .apply(success("price/o1#1", 1, update(json!({"p": 1}))), t)
+        .unwrap();
     assert!(states(&a).is_empty());
     assert!(a.iter().any(|x| matches!(
         x,
@@ -133,7 +137,9 @@ fn a_change_during_a_run_discards_the_stale_result_and_reruns() {
         })
     )));
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 2, 2)]);
-    let a = e.apply(success("price/o1#1", 2, update(json!({"p": 1}))), t);
+    let a = e
+        .apply(success("price/o1#1", 2, update(json!({"p": 1}))), t)
+        .unwrap();
     assert_eq!(states(&a), [(3, "stage:price".into(), vec!["p".into()])]);
     assert!(runs(&a).is_empty());
 }
@@ -146,29 +152,33 @@ fn watch_filters_and_when_decides() {
     ]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let a = e.apply(body("o1", json!({"x": 1, "y": 1})), t);
+    e.start(t).unwrap();
+    let a = e.apply(body("o1", json!({"x": 1, "y": 1})), t).unwrap();
     // New offer: a's when is false; b runs.
     assert_eq!(
         runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
         ["b"]
     );
-    e.apply(success("b/o1#1", 1, StageReply::default()), t);
-    let a = e.apply(patch("o1", json!({"y": 5})), t);
+    e.apply(success("b/o1#1", 1, StageReply::default()), t)
+        .unwrap();
+    let a = e.apply(patch("o1", json!({"y": 5})), t).unwrap();
     // y is not watched by a; b watches everything.
     assert_eq!(
         runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
         ["b"]
     );
-    e.apply(success("b/o1#2", 2, StageReply::default()), t);
-    let a = e.apply(patch("o1", json!({"x": 5})), t);
+    e.apply(success("b/o1#2", 2, StageReply::default()), t)
+        .unwrap();
+    let a = e.apply(patch("o1", json!({"x": 5})), t).unwrap();
     let mut names: Vec<String> = runs(&a).into_iter().map(|r| r.0).collect();
     names.sort();
     // Only one stage runs at a time on an offer.
     assert_eq!(names.len(), 1);
     let (first, run_id, pass, _) = runs(&a).pop().unwrap();
     let other = if first == "a" { "b" } else { "a" };
-    let a = e.apply(success(&run_id, pass, StageReply::default()), t);
+    let a = e
+        .apply(success(&run_id, pass, StageReply::default()), t)
+        .unwrap();
     assert_eq!(
         runs(&a).iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
         [other]
@@ -185,21 +195,25 @@ fn timers_wake_the_stage_and_results_can_reschedule() {
     )]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let a = e.apply(
-        body("o1", json!({"published_at": "2024-01-01T00:00:00Z"})),
-        t,
-    );
+    e.start(t).unwrap();
+    let a = e
+        .apply(
+            body("o1", json!({"published_at": "2024-01-01T00:00:00Z"})),
+            t,
+        )
+        .unwrap();
     assert!(runs(&a).is_empty());
     assert_eq!(e.next_deadline(), Some(ts("2024-06-29T00:00:00Z")));
-    let a = e.tick(ts("2024-06-29T00:00:00Z"));
+    let a = e.tick(ts("2024-06-29T00:00:00Z")).unwrap();
     assert_eq!(runs(&a).len(), 1);
     let reply = StageReply {
         timer: Some(TimerChange::Set(ts("2024-07-01T00:00:00Z"))),
         state: Some(json!({"checked": 1})),
         ..Default::default()
     };
-    let a = e.apply(success("expire/o1#1", 1, reply), ts("2024-06-29T00:00:01Z"));
+    let a = e
+        .apply(success("expire/o1#1", 1, reply), ts("2024-06-29T00:00:01Z"))
+        .unwrap();
     assert_eq!(states(&a), [(2, "stage:expire".into(), vec![])]);
     assert_eq!(e.next_deadline(), Some(ts("2024-07-01T00:00:00Z")));
 }
@@ -213,8 +227,8 @@ fn the_ping_pong_guard_parks_an_offer() {
     c.offers.ping_pong.runs = 4;
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let mut a = e.apply(body("o1", json!({"x": 0, "y": 0})), t);
+    e.start(t).unwrap();
+    let mut a = e.apply(body("o1", json!({"x": 0, "y": 0})), t).unwrap();
     let mut parked = false;
     for k in 0..10 {
         let Some((stage, run_id, pass, _)) = runs(&a).pop() else {
@@ -224,14 +238,18 @@ fn the_ping_pong_guard_parks_an_offer() {
             break;
         };
         let field = if stage == "a" { "y" } else { "x" };
-        a = e.apply(success(&run_id, pass, update(json!({ field: k + 1 }))), t);
+        a = e
+            .apply(success(&run_id, pass, update(json!({ field: k + 1 }))), t)
+            .unwrap();
     }
     assert!(parked);
     assert!(e.offer_view("o1").unwrap().parked_until.is_some());
-    let a = e.apply(
-        Input::Command(Command::UnparkOffer { offer: "o1".into() }),
-        t,
-    );
+    let a = e
+        .apply(
+            Input::Command(Command::UnparkOffer { offer: "o1".into() }),
+            t,
+        )
+        .unwrap();
     assert_eq!(runs(&a).len(), 1);
 }
 
@@ -240,11 +258,12 @@ fn state_compare_and_set_and_rescan() {
     let c = config(vec![stage("s", &["never"], "offer.k % 2 == 0", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
+    e.start(t).unwrap();
     for k in 0..5 {
-        let a = e.apply(body(&format!("o{k}"), json!({"k": k})), t);
+        let a = e.apply(body(&format!("o{k}"), json!({"k": k})), t).unwrap();
         if let Some((_, run_id, pass, _)) = runs(&a).pop() {
-            e.apply(success(&run_id, pass, StageReply::default()), t);
+            e.apply(success(&run_id, pass, StageReply::default()), t)
+                .unwrap();
         }
     }
     let cas = |version| {
@@ -255,7 +274,7 @@ fn state_compare_and_set_and_rescan() {
             version,
         })
     };
-    let a = e.apply(cas(7), t);
+    let a = e.apply(cas(7), t).unwrap();
     assert!(a.iter().any(|x| matches!(
         x,
         Action::Event(Event::StageState {
@@ -264,7 +283,7 @@ fn state_compare_and_set_and_rescan() {
             ..
         })
     )));
-    let a = e.apply(cas(1), t);
+    let a = e.apply(cas(1), t).unwrap();
     assert!(a.iter().any(|x| matches!(
         x,
         Action::Event(Event::StageState {
@@ -274,13 +293,15 @@ fn state_compare_and_set_and_rescan() {
         })
     )));
     assert_eq!(states(&a), [(2, "command".into(), vec![])]);
-    let a = e.apply(
-        Input::Command(Command::Rescan {
-            stage: "s".into(),
-            when: Some("offer.k > 0".into()),
-        }),
-        t,
-    );
+    let a = e
+        .apply(
+            Input::Command(Command::Rescan {
+                stage: "s".into(),
+                when: Some("offer.k > 0".into()),
+            }),
+            t,
+        )
+        .unwrap();
     // o2 and o4 pass both; o0 fails the filter.
     assert_eq!(runs(&a).len(), 2);
     assert!(a.iter().any(|x| matches!(
@@ -310,10 +331,10 @@ fn restore_reproduces_the_shard() {
             }
         }
     };
-    keep(e.start(t), &mut log);
-    keep(e.apply(body("o1", json!({"x": 1})), t), &mut log);
-    keep(e.apply(body("o2", json!({"x": 3})), t), &mut log);
-    keep(e.apply(patch("o1", json!({"x": 4})), t), &mut log);
+    keep(e.start(t).unwrap(), &mut log);
+    keep(e.apply(body("o1", json!({"x": 1})), t).unwrap(), &mut log);
+    keep(e.apply(body("o2", json!({"x": 3})), t).unwrap(), &mut log);
+    keep(e.apply(patch("o1", json!({"x": 4})), t).unwrap(), &mut log);
     keep(
         e.apply(
             success(
@@ -325,7 +346,8 @@ fn restore_reproduces_the_shard() {
                 },
             ),
             t,
-        ),
+        )
+        .unwrap(),
         &mut log,
     );
     let restored = Engine::restore(&c, |_| true, log.clone()).unwrap();
@@ -345,14 +367,14 @@ fn a_timeout_is_a_failed_attempt_and_escalates_like_a_task() {
     let c = config(vec![flaky]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let a = e.apply(body("o1", json!({"x": 1})), t);
+    e.start(t).unwrap();
+    let a = e.apply(body("o1", json!({"x": 1})), t).unwrap();
     assert_eq!(runs(&a), [("slow".into(), "slow/o1#1".into(), 1, 1)]);
     // First timeout: re-dispatched at once, same run, attempt 2, new pass.
-    let a = e.tick(ts("2024-01-01T00:01:00Z"));
+    let a = e.tick(ts("2024-01-01T00:01:00Z")).unwrap();
     assert!(a.iter().any(|x| matches!(
         x,
-        Action::Event(Event::StageRunTimedOut {
+        Action::Event(Event::RunTimedOut {
             attempt: 1,
             restarted: true,
             ..
@@ -367,22 +389,24 @@ fn a_timeout_is_a_failed_attempt_and_escalates_like_a_task() {
         .collect();
     assert_eq!(attempts, [(2, 2)]);
     // The timed-out pass answers late: stale.
-    let a = e.apply(
-        success("slow/o1#1", 1, StageReply::default()),
-        ts("2024-01-01T00:01:30Z"),
-    );
+    let a = e
+        .apply(
+            success("slow/o1#1", 1, StageReply::default()),
+            ts("2024-01-01T00:01:30Z"),
+        )
+        .unwrap();
     assert!(a.iter().any(|x| matches!(
         x,
-        Action::Event(Event::StageResultRejected {
+        Action::Event(Event::ResultRejected {
             reason: crate::run::Rejection::StalePass,
             ..
         })
     )));
     // Second timeout: attempts are used up, so it is a failure: parked, not re-run forever.
-    let a = e.tick(ts("2024-01-01T00:02:00Z"));
+    let a = e.tick(ts("2024-01-01T00:02:00Z")).unwrap();
     assert!(a.iter().any(|x| matches!(
         x,
-        Action::Event(Event::StageRunTimedOut {
+        Action::Event(Event::RunTimedOut {
             attempt: 2,
             restarted: false,
             ..
@@ -390,7 +414,7 @@ fn a_timeout_is_a_failed_attempt_and_escalates_like_a_task() {
     )));
     assert!(a
         .iter()
-        .any(|x| matches!(x, Action::Event(Event::StageParked { tier: 1, .. }))));
+        .any(|x| matches!(x, Action::Event(Event::Parked { tier: 1, .. }))));
     assert!(runs(&a).is_empty());
 }
 
@@ -399,16 +423,19 @@ fn deleting_an_offer_lists_its_removed_fields_sorted() {
     let c = config(vec![stage("s", &["never"], "false", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    e.apply(body("o1", json!({"zeta": 1, "alpha": 2, "mid": 3})), t);
-    let a = e.apply(
-        Input::Offer(OfferChange {
-            offer_id: "o1".into(),
-            change: Change::Deleted,
-            source: None,
-        }),
-        t,
-    );
+    e.start(t).unwrap();
+    e.apply(body("o1", json!({"zeta": 1, "alpha": 2, "mid": 3})), t)
+        .unwrap();
+    let a = e
+        .apply(
+            Input::Offer(OfferChange {
+                offer_id: "o1".into(),
+                change: Change::Deleted,
+                source: None,
+            }),
+            t,
+        )
+        .unwrap();
     assert_eq!(
         states(&a),
         [(
@@ -429,20 +456,22 @@ fn a_timer_in_the_past_is_due_at_once() {
     )]);
     let mut e = Engine::new(&c);
     let t = ts("2024-09-01T00:00:00Z");
-    e.start(t);
+    e.start(t).unwrap();
     // Published long ago: the timer (2024-06-29) is already past.
-    let a = e.apply(
-        body(
-            "o1",
-            json!({"status": "active", "published_at": "2024-01-01T00:00:00Z"}),
-        ),
-        t,
-    );
+    let a = e
+        .apply(
+            body(
+                "o1",
+                json!({"status": "active", "published_at": "2024-01-01T00:00:00Z"}),
+            ),
+            t,
+        )
+        .unwrap();
     assert!(runs(&a).is_empty());
     // Due now, not at a time before the clock: a driver that ticks at the
     // next deadline dispatches at `now` with a deadline after it.
     assert_eq!(e.next_deadline(), Some(t));
-    let a = e.tick(t);
+    let a = e.tick(t).unwrap();
     let deadline = a.iter().find_map(|x| match x {
         Action::StageRun(r) => Some(r.deadline),
         _ => None,
@@ -455,34 +484,41 @@ fn a_timer_due_while_its_stage_runs_wakes_it_after_the_run() {
     let c = config(vec![stage("video", &["video"], "true", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-06-01T10:00:00Z");
-    e.start(t);
-    e.apply(body("o1", json!({"video": "a"})), t);
+    e.start(t).unwrap();
+    e.apply(body("o1", json!({"video": "a"})), t).unwrap();
     // The first run schedules the stage for 11:00.
     let reply = StageReply {
         timer: Some(TimerChange::Set(ts("2024-06-01T11:00:00Z"))),
         ..Default::default()
     };
-    e.apply(success("video/o1#1", 1, reply), ts("2024-06-01T10:00:10Z"));
+    e.apply(success("video/o1#1", 1, reply), ts("2024-06-01T10:00:10Z"))
+        .unwrap();
     // A change at 10:59:50 starts a run that is still going at 11:00.
-    let a = e.apply(
-        patch("o1", json!({"video": "b"})),
-        ts("2024-06-01T10:59:50Z"),
-    );
+    let a = e
+        .apply(
+            patch("o1", json!({"video": "b"})),
+            ts("2024-06-01T10:59:50Z"),
+        )
+        .unwrap();
     assert_eq!(runs(&a), [("video".into(), "video/o1#2".into(), 2, 2)]);
-    let a = e.tick(ts("2024-06-01T11:00:00Z"));
+    let a = e.tick(ts("2024-06-01T11:00:00Z")).unwrap();
     assert!(runs(&a).is_empty(), "one run per offer at a time");
     // That run was dispatched before 11:00, so the wake-up is still owed:
     // the stage runs again when it ends.
-    let a = e.apply(
-        success("video/o1#2", 2, StageReply::default()),
-        ts("2024-06-01T11:00:05Z"),
-    );
+    let a = e
+        .apply(
+            success("video/o1#2", 2, StageReply::default()),
+            ts("2024-06-01T11:00:05Z"),
+        )
+        .unwrap();
     assert_eq!(runs(&a), [("video".into(), "video/o1#3".into(), 3, 2)]);
     // A run dispatched at or after the due time covers it: no further run.
-    let a = e.apply(
-        success("video/o1#3", 3, StageReply::default()),
-        ts("2024-06-01T11:00:10Z"),
-    );
+    let a = e
+        .apply(
+            success("video/o1#3", 3, StageReply::default()),
+            ts("2024-06-01T11:00:10Z"),
+        )
+        .unwrap();
     assert!(runs(&a).is_empty());
     assert_eq!(e.offer_view("o1").unwrap().stages["video"].timer, None);
 }
@@ -492,38 +528,42 @@ fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
     let c = config(vec![stage("price", &["price"], "true", None)]);
     let mut e = Engine::new(&c);
     let t = ts("2024-01-01T00:00:00Z");
-    e.start(t);
-    let a = e.apply(body("o1", json!({"price": 100})), t);
+    e.start(t).unwrap();
+    let a = e.apply(body("o1", json!({"price": 100})), t).unwrap();
     assert_eq!(runs(&a), [("price".into(), "price/o1#1".into(), 1, 1)]);
-    let a = e.apply(
-        Input::Offer(OfferChange {
-            offer_id: "o1".into(),
-            change: Change::Deleted,
-            source: None,
-        }),
-        t,
-    );
+    let a = e
+        .apply(
+            Input::Offer(OfferChange {
+                offer_id: "o1".into(),
+                change: Change::Deleted,
+                source: None,
+            }),
+            t,
+        )
+        .unwrap();
     assert_eq!(states(&a)[0].0, 2);
     assert!(e.offer_view("o1").is_none());
-    let a = e.apply(body("o1", json!({"price": 100})), t);
+    let a = e.apply(body("o1", json!({"price": 100})), t).unwrap();
     assert_eq!(states(&a)[0].0, 3, "the version goes on after a delete");
     assert_eq!(runs(&a), [("price".into(), "price/o1#2".into(), 2, 3)]);
     // The worker of the run from before the delete answers: not this run.
-    let a = e.apply(
-        success(
-            "price/o1#1",
-            1,
-            StageReply {
-                version: Some(3),
-                ..update(json!({"x": 1}))
-            },
-        ),
-        t,
-    );
+    let a = e
+        .apply(
+            success(
+                "price/o1#1",
+                1,
+                StageReply {
+                    version: Some(3),
+                    ..update(json!({"x": 1}))
+                },
+            ),
+            t,
+        )
+        .unwrap();
     assert!(states(&a).is_empty());
     assert!(a
         .iter()
-        .any(|x| matches!(x, Action::Event(Event::StageResultRejected { .. }))));
+        .any(|x| matches!(x, Action::Event(Event::ResultRejected { .. }))));
     // Once the longest timeout has passed, a deleted offer's record is gone.
     e.apply(
         Input::Offer(OfferChange {
@@ -532,11 +572,14 @@ fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
             source: None,
         }),
         t,
-    );
-    let a = e.tick(ts("2024-01-01T00:01:00Z"));
+    )
+    .unwrap();
+    let a = e.tick(ts("2024-01-01T00:01:00Z")).unwrap();
     assert!(a
         .iter()
         .any(|x| matches!(x, Action::Changelog(r) if r.key == "o1" && r.value.is_none())));
-    let a = e.apply(body("o1", json!({"price": 1})), ts("2024-01-01T00:02:00Z"));
+    let a = e
+        .apply(body("o1", json!({"price": 1})), ts("2024-01-01T00:02:00Z"))
+        .unwrap();
     assert_eq!(states(&a)[0].0, 1);
 }

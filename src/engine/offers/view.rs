@@ -83,25 +83,24 @@ impl Offers {
     pub(in crate::engine) fn view(&self, id: &str) -> Option<OfferView> {
         let rt = self.live(id)?;
         let stages = self
-            .defs
-            .iter()
-            .enumerate()
-            .map(|(s, def)| {
-                let slot = rt.slot(s as u16).cloned().unwrap_or_default();
-                let running = slot.phase == Phase::Running;
-                let run = slot.run.as_ref().filter(|_| running);
+            .stage_ids()
+            .zip(&self.stages)
+            .map(|(s, st)| {
+                let def = &st.def;
+                let slot = rt.slot(s).cloned().unwrap_or_default();
+                let run = slot.slot.current();
                 let view = SlotView {
-                    phase: slot.phase,
+                    phase: slot.slot.phase,
                     state: slot.state.clone(),
                     timer: slot.timer,
-                    lane: (slot.phase == Phase::Queued).then_some(slot.lane),
+                    lane: (slot.slot.phase == Phase::Queued).then_some(slot.lane),
                     run_id: run.map(|r| r.run_id.clone()),
                     run_version: run.map(|_| slot.run_version),
                     pass: run.map(|r| r.pass),
                     attempt: run.map(|r| r.attempt),
-                    failures: slot.failures,
-                    wake_at: slot.wake_at,
-                    last_error: slot.last_error.clone(),
+                    failures: slot.slot.failures,
+                    wake_at: slot.slot.wake_at,
+                    last_error: slot.slot.last_error.clone(),
                 };
                 (def.name.clone(), view)
             })
@@ -124,22 +123,21 @@ impl Offers {
     ) -> Option<(String, u64, u64)> {
         let s = *self.by_name.get(stage)?;
         let slot = self.live(offer)?.slot(s)?;
-        let run = slot.run.as_ref().filter(|_| slot.phase == Phase::Running)?;
+        let run = slot.slot.current()?;
         Some((run.run_id.clone(), run.pass, slot.run_version))
     }
 
     pub(in crate::engine) fn stage_stats(&self) -> Vec<StageStats> {
-        self.defs
+        self.stages
             .iter()
-            .enumerate()
-            .map(|(s, def)| {
-                let (live, rescan) = self.queues[s].depth();
+            .map(|st| {
+                let (live, rescan) = st.queue.depth();
                 StageStats {
-                    stage: def.name.clone(),
+                    stage: st.def.name.clone(),
                     live,
                     rescan,
-                    running: self.running[s],
-                    share: self.share[s],
+                    running: st.running,
+                    share: st.share,
                 }
             })
             .collect()

@@ -1,13 +1,20 @@
-//! The run lifecycle shared by tasks (and later stages and jobs): run ids,
-//! pass tokens, result matching, timeouts and the retry policy.
+//! The one run lifecycle (DESIGN §7.1) that tasks, stages and process steps
+//! share: run ids, pass tokens, result matching, the retry policy, and the
+//! [`RunSlot`] with its transitions (dispatch, fencing, timeout, failure →
+//! backoff → tier → dead, wake).
 //!
 //! Ids are functions of shard state (a target's run and pass counters), so a
 //! batch redone after a crash reproduces exactly the same ids.
 
+mod slot;
+
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::action::{Event, Subject};
 use crate::config::{Accept, RetryPolicy};
+
+pub use slot::{Alarms, Due, Failure, Phase, RunSlot};
 
 /// A dispatched run of one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,8 +53,9 @@ pub enum Status {
 }
 
 /// Why a result was not applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Rejection {
     /// The run id names no known target.
     UnknownTarget,
@@ -62,12 +70,7 @@ pub enum Rejection {
 impl Rejection {
     /// Metric label and log field.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::UnknownTarget => "unknown_target",
-            Rejection::BadRunId => "bad_run_id",
-            Rejection::NotCurrent => "not_current",
-            Rejection::StalePass => "stale_pass",
-        }
+        self.into()
     }
 }
 
@@ -122,6 +125,33 @@ impl RetryPolicy {
                 until: add(now, park.get()),
             },
             None => AfterFailure::Dead,
+        }
+    }
+}
+
+impl Failure {
+    /// The event that reports this failure of `subject`'s run `run_id`,
+    /// the `failures`-th in a row, with `error`.
+    pub fn event(self, subject: Subject, run_id: String, failures: u32, error: String) -> Event {
+        match self {
+            Failure::Backoff { retry_at } => Event::RunFailed {
+                subject,
+                run_id,
+                attempt: failures,
+                error,
+                retry_at,
+            },
+            Failure::Parked { tier, until } => Event::Parked {
+                subject,
+                tier,
+                until,
+                error,
+            },
+            Failure::Dead => Event::Dead {
+                subject,
+                attempts: failures,
+                error,
+            },
         }
     }
 }

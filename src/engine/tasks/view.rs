@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::tasks::TaskValues;
-use super::Engine;
+use super::{TaskValues, Tasks};
 use crate::run::Run;
 use crate::task::{Hold, TaskState};
 use crate::trigger::Explain;
@@ -91,33 +90,41 @@ pub struct PoolStats {
     pub running: u32,
 }
 
-impl Engine {
+impl Tasks {
     /// Every task this shard owns, in declaration order.
-    pub fn task_summaries(&self) -> Vec<TaskSummary> {
-        self.defs
+    pub(in crate::engine) fn summaries(&self) -> Vec<TaskSummary> {
+        self.tasks
             .iter()
-            .zip(&self.rt)
-            .map(|(def, rt)| TaskSummary {
-                id: def.id.clone(),
-                pool: self.pools[def.pool].name.clone(),
-                state: rt.state,
-                since: rt.since,
-                failures: rt.failures,
-                last_success: rt.last_success,
+            .map(|task| TaskSummary {
+                id: task.def.id.clone(),
+                pool: self.pool_name(task.def.pool),
+                state: task.rt.slot.phase,
+                since: task.rt.since,
+                failures: task.rt.slot.failures,
+                last_success: task.rt.last_success,
             })
             .collect()
     }
 
-    /// What the engine did so far.
-    pub fn stats(&self) -> Stats {
+    fn pool_name(&self, p: usize) -> String {
+        self.pools
+            .get(p)
+            .map(|p| p.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// What the tasks did so far.
+    pub(in crate::engine) fn stats(&self) -> Stats {
         self.stats
     }
 
     /// Per-pool queue depth and running count, pools with tasks in this shard only.
-    pub fn pool_stats(&self) -> Vec<PoolStats> {
+    pub(in crate::engine) fn pool_stats(&self) -> Vec<PoolStats> {
         let mut used = vec![false; self.pools.len()];
-        for def in &self.defs {
-            used[def.pool] = true;
+        for task in &self.tasks {
+            if let Some(u) = used.get_mut(task.def.pool) {
+                *u = true;
+            }
         }
         self.pools
             .iter()
@@ -132,9 +139,9 @@ impl Engine {
     }
 
     /// The view of `task` at `now`, if this shard owns it.
-    pub fn task_view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
-        let i = *self.by_id.get(task)? as usize;
-        let (def, rt) = (&self.defs[i], &self.rt[i]);
+    pub(in crate::engine) fn view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
+        let t = self.tasks.get(*self.by_id.get(task)? as usize)?;
+        let (def, rt) = (&t.def, &t.rt);
         let values = TaskValues {
             table: &self.table,
             last: &rt.last_seen,
@@ -142,13 +149,13 @@ impl Engine {
         let name = |p: &crate::ctl::ParamId| self.table.name(*p).to_string();
         Some(TaskView {
             id: def.id.clone(),
-            pool: self.pools[def.pool].name.clone(),
+            pool: self.pool_name(def.pool),
             priority: def.priority,
-            state: rt.state,
+            state: rt.slot.phase,
             since: rt.since,
-            failures: rt.failures,
-            wake_at: rt.wake_at,
-            run: rt.run.clone(),
+            failures: rt.slot.failures,
+            wake_at: rt.slot.wake_at,
+            run: rt.slot.run.clone(),
             current: def
                 .refs
                 .iter()
@@ -157,14 +164,14 @@ impl Engine {
             last_seen: rt.last_seen.iter().map(|(p, v)| (name(p), *v)).collect(),
             last_success: rt.last_success,
             hold: rt.hold,
-            last_error: rt.last_error.clone(),
+            last_error: rt.slot.last_error.clone(),
             trigger: def.trigger_text.clone(),
             explain: def.trigger.explain(&values, now, &def.tz, &name),
         })
     }
 
     /// Ids of the tasks this shard owns, in declaration order.
-    pub fn task_ids(&self) -> impl Iterator<Item = &str> {
-        self.defs.iter().map(|d| d.id.as_str())
+    pub(in crate::engine) fn ids(&self) -> impl Iterator<Item = &str> {
+        self.tasks.iter().map(|t| t.def.id.as_str())
     }
 }

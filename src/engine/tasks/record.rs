@@ -6,14 +6,16 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::{Engine, Error, TaskRt};
+use super::{TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::ctl::{ParamId, ParamName};
+use crate::engine::Error;
 use crate::task::TaskRecord;
 
-impl Engine {
-    pub(super) fn record(&self, i: u32) -> ChangelogRecord {
-        let rt = &self.rt[i as usize];
+impl Tasks {
+    pub(super) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
+        let task = self.task(i)?;
+        let rt = &task.rt;
         let named = |values: &[(ParamId, Timestamp)]| -> BTreeMap<String, Timestamp> {
             values
                 .iter()
@@ -21,27 +23,21 @@ impl Engine {
                 .collect()
         };
         let record = TaskRecord {
-            state: rt.state,
+            slot: rt.slot.clone(),
             since: rt.since,
             queued_at: rt.queued_at,
-            wake_at: rt.wake_at,
-            failures: rt.failures,
-            run_seq: rt.run_seq,
-            pass_seq: rt.pass_seq,
-            run: rt.run.clone(),
             snapshot: named(&rt.snapshot),
             last_seen: named(&rt.last_seen),
             last_success: rt.last_success,
             sla_due: rt.sla_due,
             hold: rt.hold,
             pause_requested: rt.pause_requested,
-            last_error: rt.last_error.clone(),
         };
-        ChangelogRecord {
+        Ok(ChangelogRecord {
             store: Store::Task,
-            key: self.defs[i as usize].id.clone(),
+            key: task.def.id.clone(),
             value: Some(Value::Task(Box::new(record))),
-        }
+        })
     }
 
     pub(super) fn rt_from_record(&mut self, key: &str, r: &TaskRecord) -> Result<TaskRt, Error> {
@@ -59,21 +55,15 @@ impl Engine {
                 .collect::<Result<Vec<_>, Error>>()
         };
         Ok(TaskRt {
-            state: r.state,
+            slot: r.slot.clone(),
             since: r.since,
             queued_at: r.queued_at,
-            wake_at: r.wake_at,
-            failures: r.failures,
-            run_seq: r.run_seq,
-            pass_seq: r.pass_seq,
-            run: r.run.clone(),
             snapshot: ids(&r.snapshot)?,
             last_seen: ids(&r.last_seen)?,
             last_success: r.last_success,
             sla_due: r.sla_due,
             hold: r.hold,
             pause_requested: r.pause_requested,
-            last_error: r.last_error.clone(),
             dirty: false,
         })
     }

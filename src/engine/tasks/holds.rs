@@ -1,0 +1,111 @@
+//! The bounded queue hold (seed 000): while a running task produces a
+//! parameter that an idle task waits on, one slot of the waiting task's pool
+//! stays free for it, so lower-priority tasks cannot take the last slot just
+//! before the data it waits for arrives. A hold never outlives `hold_max`.
+
+use jiff::Timestamp;
+
+use super::{Tasks, TimerKind};
+use crate::ctl::ParamId;
+use crate::engine::Error;
+use crate::run::add;
+use crate::task::{Hold, TaskState};
+
+impl Tasks {
+    /// The tasks whose trigger references `p`.
+    fn waiting_on(&self, p: ParamId) -> Vec<u32> {
+        self.index.get(p.0 as usize).cloned().unwrap_or_default()
+    }
+
+    /// A producer was dispatched: hold a slot for every idle task waiting on
+    /// what it produces.
+    pub(super) fn start_holds(&mut self, producer: u32, now: Timestamp) -> Result<(), Error> {
+        let produces = self.task(producer)?.def.produces.clone();
+        for p in produces {
+            for h in self.waiting_on(p) {
+                let pool = self.task(h)?.def.pool;
+                let (max_running, hold_max) = {
+                    let pool = self.pool(pool)?;
+                    (pool.max_running, pool.hold_max)
+                };
+                if h == producer
+                    || self.task(h)?.rt.slot.phase != TaskState::Idle
+                    || max_running.is_none()
+                {
+                    continue;
+                }
+                let rt = &mut self.task_mut(h)?.rt;
+                match &mut rt.hold {
+                    Some(hold) => hold.awaiting_data = false,
+                    None => {
+                        let until = add(now, hold_max.get());
+                        rt.hold = Some(Hold {
+                            until,
+                            awaiting_data: false,
+                        });
+                        self.timers.arm(until, (TimerKind::Hold, h));
+                        self.pool_mut(pool)?.holds.push(h);
+                    }
+                }
+                self.mark(h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A producer finished. Holds it was keeping end on failure; on success
+    /// they wait for the waiting task's next evaluation (the data lands on
+    /// `ctl.changes`, which is not ordered with the result).
+    pub(super) fn producer_finished(&mut self, producer: u32, success: bool) -> Result<(), Error> {
+        let produces = self.task(producer)?.def.produces.clone();
+        for p in produces {
+            for h in self.waiting_on(p) {
+                if self.task(h)?.rt.hold.is_none() || self.other_producer_running(h, producer)? {
+                    continue;
+                }
+                if success {
+                    if let Some(hold) = &mut self.task_mut(h)?.rt.hold {
+                        hold.awaiting_data = true;
+                    }
+                    self.mark(h)?;
+                } else {
+                    self.release_hold(h)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn other_producer_running(&self, waiter: u32, except: u32) -> Result<bool, Error> {
+        for p in &self.task(waiter)?.def.refs {
+            for &q in self.producers.get(p.0 as usize).into_iter().flatten() {
+                if q != except && self.task(q)?.rt.slot.phase == TaskState::Running {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// After a waiting task was evaluated on new data: if it stayed idle and
+    /// no producer is running any more, the data it was held for has come.
+    pub(super) fn settle_hold(&mut self, h: u32, _now: Timestamp) -> Result<(), Error> {
+        if self.task(h)?.rt.hold.is_some_and(|hold| hold.awaiting_data) {
+            self.release_hold(h)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a task's hold, if it has one, and lets its pool dispatch.
+    pub(super) fn release_hold(&mut self, h: u32) -> Result<(), Error> {
+        let task = self.task_mut(h)?;
+        let Some(hold) = task.rt.hold.take() else {
+            return Ok(());
+        };
+        let pool = task.def.pool;
+        self.timers.cancel(hold.until, (TimerKind::Hold, h));
+        self.pool_mut(pool)?.holds.retain(|&x| x != h);
+        self.mark(h)?;
+        self.pending(pool)
+    }
+}

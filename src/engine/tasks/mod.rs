@@ -1,0 +1,499 @@
+//! Reactive tasks inside a shard (seed 000, DESIGN §4-§5): the CTL table and
+//! its inverted index, the pool queues with holds, and each task's run slot.
+//!
+//! The run lifecycle itself is [`crate::run::RunSlot`]; this half adds the
+//! task's hooks: the trigger check before dispatch, the snapshot a run
+//! carries, last-seen values recorded on success, the staleness SLA, pause.
+
+mod holds;
+mod record;
+mod runs;
+mod view;
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+
+use super::{bug, Error};
+use crate::action::Action;
+use crate::changelog::{ChangelogRecord, Store, Value};
+use crate::config::{Config, RunPolicy};
+use crate::ctl::{CtlTable, ParamId, ParamName};
+use crate::duration::Duration;
+use crate::run::{Alarms, Due, RunSlot};
+use crate::task::{Hold, PoolQueue, TaskState};
+use crate::timers::Timers;
+use crate::trigger::Trigger;
+
+pub(super) use runs::TaskValues;
+pub use view::{PoolStats, Stats, TaskSummary, TaskView};
+
+/// A task's definition, compiled against the shard's parameter ids.
+#[derive(Debug, Clone)]
+struct TaskDef {
+    id: String,
+    pool: usize,
+    priority: i64,
+    trigger: Trigger<ParamId>,
+    trigger_text: String,
+    refs: Vec<ParamId>,
+    tz: jiff::tz::TimeZone,
+    run: RunPolicy,
+    produces: Vec<ParamId>,
+    expect_every: Option<Duration>,
+    params: BTreeMap<String, String>,
+    topic: Option<String>,
+}
+
+/// A task's runtime state (parameters by id).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct TaskRt {
+    /// The run lifecycle: phase, run in flight, counters, wake, last error.
+    slot: RunSlot,
+    since: Option<Timestamp>,
+    queued_at: Option<Timestamp>,
+    snapshot: Vec<(ParamId, Timestamp)>,
+    last_seen: Vec<(ParamId, Timestamp)>,
+    last_success: Option<Timestamp>,
+    sla_due: Option<Timestamp>,
+    hold: Option<Hold>,
+    pause_requested: bool,
+    /// Changed in the current step; not part of the record.
+    dirty: bool,
+}
+
+/// One task: what it is and where it is.
+#[derive(Debug, Clone)]
+struct Task {
+    def: TaskDef,
+    rt: TaskRt,
+}
+
+/// A pool's limit and live counts.
+#[derive(Debug, Clone)]
+pub(in crate::engine) struct PoolRt {
+    pub(in crate::engine) name: String,
+    pub(in crate::engine) max_running: Option<u32>,
+    hold_max: Duration,
+    pub(in crate::engine) running: u32,
+    queue: PoolQueue,
+    /// Tasks of this pool holding a slot.
+    holds: Vec<u32>,
+    /// Needs a dispatch pass at the end of the step.
+    pending: bool,
+}
+
+/// What a timer is for; with the task index it keys the timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum TimerKind {
+    /// The current pass times out.
+    RunTimeout,
+    /// A backoff or park ends.
+    Wake,
+    /// A queue hold reaches `hold_max`.
+    Hold,
+    /// The staleness SLA is due.
+    Sla,
+}
+
+/// The run slot's view of one task's timers.
+struct TaskAlarms<'a> {
+    timers: &'a mut Timers<(TimerKind, u32)>,
+    task: u32,
+}
+
+impl Alarms for TaskAlarms<'_> {
+    fn arm(&mut self, due: Due, at: Timestamp) {
+        self.timers.arm(at, (kind(due), self.task));
+    }
+
+    fn cancel(&mut self, due: Due, at: Timestamp) {
+        self.timers.cancel(at, (kind(due), self.task));
+    }
+}
+
+#[cfg(test)]
+impl Tasks {
+    /// The pools, for invariant checks.
+    pub(in crate::engine) fn pool_list(&self) -> impl Iterator<Item = &PoolRt> {
+        self.pools.iter()
+    }
+
+    /// Every task's run slot, in declaration order.
+    pub(in crate::engine) fn slots(&self) -> impl Iterator<Item = &RunSlot> {
+        self.tasks.iter().map(|t| &t.rt.slot)
+    }
+}
+
+fn kind(due: Due) -> TimerKind {
+    match due {
+        Due::Deadline => TimerKind::RunTimeout,
+        Due::Wake => TimerKind::Wake,
+    }
+}
+
+/// The task half of a shard.
+#[derive(Debug, Clone)]
+pub(super) struct Tasks {
+    table: CtlTable,
+    tasks: Vec<Task>,
+    by_id: HashMap<String, u32>,
+    /// Parameter → tasks whose trigger references it.
+    index: Vec<Vec<u32>>,
+    /// Parameter → tasks that produce it.
+    producers: Vec<Vec<u32>>,
+    pools: Vec<PoolRt>,
+    timers: Timers<(TimerKind, u32)>,
+    dirty: Vec<u32>,
+    pending_pools: Vec<usize>,
+    out: Vec<Action>,
+    /// Keys restored from the changelog that no owned task has: tombstoned at start.
+    orphans: Vec<String>,
+    stats: Stats,
+}
+
+impl Tasks {
+    /// The tasks of `config` whose pool name `owns` accepts.
+    pub(super) fn new(config: &Config, owns: impl Fn(&str) -> bool) -> Tasks {
+        let mut table = CtlTable::default();
+        let pools: Vec<PoolRt> = config
+            .pools
+            .iter()
+            .map(|p| PoolRt {
+                name: p.name.clone(),
+                max_running: p.max_running,
+                hold_max: p.hold_max,
+                running: 0,
+                queue: PoolQueue::default(),
+                holds: Vec::new(),
+                pending: false,
+            })
+            .collect();
+        let mut tasks = Vec::new();
+        let mut by_id = HashMap::new();
+        let mut index: Vec<Vec<u32>> = Vec::new();
+        let mut producers: Vec<Vec<u32>> = Vec::new();
+        for t in &config.tasks {
+            if !pools.get(t.pool).is_some_and(|p| owns(&p.name)) {
+                continue;
+            }
+            // A shard holds far fewer than 2^32 tasks: the configuration
+            // would not fit in memory first.
+            let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
+            let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
+            let refs: Vec<ParamId> = trigger.params().into_iter().copied().collect();
+            let produces: Vec<ParamId> = t.produces.iter().map(|n| table.intern(n)).collect();
+            for &p in &refs {
+                index_add(&mut index, p, i);
+            }
+            for &p in &produces {
+                index_add(&mut producers, p, i);
+            }
+            by_id.insert(t.id.clone(), i);
+            tasks.push(Task {
+                def: TaskDef {
+                    id: t.id.clone(),
+                    pool: t.pool,
+                    priority: t.priority,
+                    trigger,
+                    trigger_text: t.trigger_text.clone(),
+                    refs,
+                    tz: t.time_zone.clone(),
+                    run: t.run.clone(),
+                    produces,
+                    expect_every: t.expect_every,
+                    params: t.params.clone(),
+                    topic: t.topic.clone(),
+                },
+                rt: TaskRt::default(),
+            });
+        }
+        Tasks {
+            table,
+            tasks,
+            by_id,
+            index,
+            producers,
+            pools,
+            timers: Timers::default(),
+            dirty: Vec::new(),
+            pending_pools: Vec::new(),
+            out: Vec::new(),
+            orphans: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Restores one `task/<id>` record (last write wins).
+    pub(super) fn restore(&mut self, record: &ChangelogRecord) -> Result<(), Error> {
+        let Some(&i) = self.by_id.get(&record.key) else {
+            if record.value.is_some() {
+                self.orphans.push(record.key.clone());
+            } else {
+                self.orphans.retain(|k| *k != record.key);
+            }
+            return Ok(());
+        };
+        let rt = match &record.value {
+            Some(Value::Task(r)) => self.rt_from_record(&record.key, r)?,
+            None => TaskRt::default(),
+            Some(_) => return Err(super::bad_value(record)),
+        };
+        self.task_mut(i)?.rt = rt;
+        Ok(())
+    }
+
+    /// Sets a CTL value without evaluating anything: restoring the global table.
+    pub(super) fn load_ctl(&mut self, name: &ParamName, value: Timestamp) {
+        let id = self.table.intern(name);
+        self.table.set(id, value);
+    }
+
+    /// Starts the tasks at `now`: tombstones orphans, arms staleness SLAs and
+    /// evaluates every idle task once (after a restore this fires exactly
+    /// what is due).
+    pub(super) fn start(&mut self, now: Timestamp) -> Result<(), Error> {
+        self.orphans.sort();
+        self.orphans.dedup();
+        for key in std::mem::take(&mut self.orphans) {
+            self.out.push(Action::Changelog(ChangelogRecord {
+                store: Store::Task,
+                key,
+                value: None,
+            }));
+        }
+        for i in 0..self.count() {
+            let task = self.task_mut(i)?;
+            if let (Some(every), None) = (task.def.expect_every, task.rt.sla_due) {
+                let due = crate::run::add(now, every.get());
+                task.rt.sla_due = Some(due);
+                self.timers.arm(due, (TimerKind::Sla, i));
+                self.mark(i)?;
+            }
+            self.consider(i, now)?;
+        }
+        for p in 0..self.pools.len() {
+            self.pending(p)?;
+        }
+        Ok(())
+    }
+
+    /// Applies a CTL change: the hot path, touching only the tasks that
+    /// reference the parameter.
+    pub(super) fn apply_ctl(
+        &mut self,
+        entity: &str,
+        param: &str,
+        value: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let id = match self.table.id(entity, param) {
+            Some(id) => id,
+            None => self.table.intern(&ParamName::new(entity, param)),
+        };
+        let previous = self.table.set(id, value);
+        if previous == Some(value) {
+            return Ok(());
+        }
+        let moved_back = previous.filter(|p| value < *p);
+        let n = self.index.get(id.0 as usize).map_or(0, Vec::len);
+        for k in 0..n {
+            let Some(&i) = self.index.get(id.0 as usize).and_then(|ts| ts.get(k)) else {
+                break;
+            };
+            if let Some(previous) = moved_back {
+                let task = self.task(i)?.def.id.clone();
+                self.out
+                    .push(Action::Event(crate::action::Event::CtlMovedBack {
+                        task,
+                        entity: entity.to_string(),
+                        param: param.to_string(),
+                        previous,
+                        value,
+                    }));
+            }
+            self.consider(i, now)?;
+            self.settle_hold(i, now)?;
+        }
+        Ok(())
+    }
+
+    /// Fires every task timer due at or before `now`.
+    pub(super) fn tick(&mut self, now: Timestamp) -> Result<(), Error> {
+        while let Some((at, (kind, i))) = self.timers.pop_due(now) {
+            self.on_timer(kind, i, at, now)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Timestamp> {
+        self.timers.next()
+    }
+
+    /// Ends a step: dispatches what the pools allow, then writes the
+    /// changelog records of every task the step changed.
+    pub(super) fn finish(&mut self, now: Timestamp, out: &mut Vec<Action>) -> Result<(), Error> {
+        while let Some(p) = self.pending_pools.pop() {
+            self.pool_mut(p)?.pending = false;
+            self.pump(p, now)?;
+        }
+        out.append(&mut self.out);
+        for i in std::mem::take(&mut self.dirty) {
+            self.task_mut(i)?.rt.dirty = false;
+            let record = self.record(i)?;
+            out.push(Action::Changelog(record));
+        }
+        Ok(())
+    }
+
+    /// Moves the decisions taken so far to `out`.
+    pub(super) fn drain(&mut self, out: &mut Vec<Action>) {
+        out.append(&mut self.out);
+    }
+
+    /// Drops what a failed step left half done: its outputs and dirty marks.
+    /// (The caller rebuilds the shard from its changelog.)
+    pub(super) fn abandon(&mut self) {
+        self.out.clear();
+        for i in std::mem::take(&mut self.dirty) {
+            if let Some(task) = self.tasks.get_mut(i as usize) {
+                task.rt.dirty = false;
+            }
+        }
+        for p in std::mem::take(&mut self.pending_pools) {
+            if let Some(pool) = self.pools.get_mut(p) {
+                pool.pending = false;
+            }
+        }
+    }
+
+    /// Number of tasks owned.
+    pub(super) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether `task` is owned here.
+    pub(super) fn has(&self, task: &str) -> bool {
+        self.by_id.contains_key(task)
+    }
+
+    /// The records a restore must reproduce, in declaration order.
+    pub(super) fn snapshot(&self) -> Vec<ChangelogRecord> {
+        (0..self.count())
+            .filter_map(|i| self.record(i).ok())
+            .collect()
+    }
+
+    fn count(&self) -> u32 {
+        u32::try_from(self.tasks.len()).unwrap_or(u32::MAX)
+    }
+
+    fn task(&self, i: u32) -> Result<&Task, Error> {
+        self.tasks
+            .get(i as usize)
+            .ok_or_else(|| bug(format!("no task #{i}")))
+    }
+
+    fn task_mut(&mut self, i: u32) -> Result<&mut Task, Error> {
+        self.tasks
+            .get_mut(i as usize)
+            .ok_or_else(|| bug(format!("no task #{i}")))
+    }
+
+    fn pool(&self, p: usize) -> Result<&PoolRt, Error> {
+        self.pools
+            .get(p)
+            .ok_or_else(|| bug(format!("no pool #{p}")))
+    }
+
+    fn pool_mut(&mut self, p: usize) -> Result<&mut PoolRt, Error> {
+        self.pools
+            .get_mut(p)
+            .ok_or_else(|| bug(format!("no pool #{p}")))
+    }
+
+    /// Task `i` with the alarms of its run slot.
+    fn slot_mut(&mut self, i: u32) -> Result<(&mut Task, TaskAlarms<'_>), Error> {
+        let task = self
+            .tasks
+            .get_mut(i as usize)
+            .ok_or_else(|| bug(format!("no task #{i}")))?;
+        let alarms = TaskAlarms {
+            timers: &mut self.timers,
+            task: i,
+        };
+        Ok((task, alarms))
+    }
+
+    fn mark(&mut self, i: u32) -> Result<(), Error> {
+        let rt = &mut self.task_mut(i)?.rt;
+        if !rt.dirty {
+            rt.dirty = true;
+            self.dirty.push(i);
+        }
+        Ok(())
+    }
+
+    fn pending(&mut self, pool: usize) -> Result<(), Error> {
+        let p = self.pool_mut(pool)?;
+        if !p.pending {
+            p.pending = true;
+            self.pending_pools.push(pool);
+        }
+        Ok(())
+    }
+
+    /// Recomputes what is derived from task records: pool counts, queues,
+    /// holds and timers.
+    pub(super) fn rebuild_derived(&mut self) -> Result<(), Error> {
+        for pool in &mut self.pools {
+            pool.running = 0;
+            pool.queue = PoolQueue::default();
+            pool.holds.clear();
+        }
+        self.timers = Timers::default();
+        for i in 0..self.count() {
+            let Tasks {
+                tasks,
+                pools,
+                timers,
+                ..
+            } = self;
+            let task = tasks
+                .get(i as usize)
+                .ok_or_else(|| bug(format!("no task #{i}")))?;
+            let (def, rt) = (&task.def, &task.rt);
+            let pool = pools
+                .get_mut(def.pool)
+                .ok_or_else(|| bug(format!("no pool #{}", def.pool)))?;
+            match rt.slot.phase {
+                TaskState::Running => pool.running += 1,
+                TaskState::Queued => {
+                    pool.queue
+                        .push(def.priority, rt.queued_at.unwrap_or(Timestamp::MIN), i)
+                }
+                _ => {}
+            }
+            if let Some(hold) = rt.hold {
+                pool.holds.push(i);
+                timers.arm(hold.until, (TimerKind::Hold, i));
+            }
+            rt.slot.rearm(&mut TaskAlarms { timers, task: i });
+            if let Some(at) = rt.sla_due {
+                timers.arm(at, (TimerKind::Sla, i));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds task `i` to parameter `p`'s list in an index.
+fn index_add(v: &mut Vec<Vec<u32>>, p: ParamId, i: u32) {
+    let k = p.0 as usize;
+    if v.len() <= k {
+        v.resize_with(k + 1, Vec::new);
+    }
+    if let Some(list) = v.get_mut(k) {
+        list.push(i);
+    }
+}

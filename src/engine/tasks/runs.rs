@@ -1,0 +1,427 @@
+//! Task transitions: evaluate, queue, dispatch, results, timeouts, retries
+//! and operator commands — the task's hooks around the shared run slot.
+
+use jiff::Timestamp;
+
+use super::{Tasks, TimerKind};
+use crate::action::{Action, Event, RunCommand, Subject};
+use crate::ctl::{CtlTable, ParamId};
+use crate::engine::input::{Command, RunResult};
+use crate::engine::{bug, Error};
+use crate::run::{self, add, Rejection, Status};
+use crate::task::TaskState;
+use crate::trigger::Values;
+
+/// What a trigger reads: the shard's CTL table and one task's last-seen values.
+pub(in crate::engine) struct TaskValues<'a> {
+    pub table: &'a CtlTable,
+    pub last: &'a [(ParamId, Timestamp)],
+}
+
+impl Values<ParamId> for TaskValues<'_> {
+    fn current(&self, p: &ParamId) -> Option<Timestamp> {
+        self.table.current(*p)
+    }
+
+    fn last(&self, p: &ParamId) -> Option<Timestamp> {
+        self.last.iter().find(|(q, _)| q == p).map(|(_, v)| *v)
+    }
+}
+
+impl Tasks {
+    fn eval(&mut self, i: u32, now: Timestamp) -> Result<bool, Error> {
+        self.stats.evaluated += 1;
+        let task = self.task(i)?;
+        let values = TaskValues {
+            table: &self.table,
+            last: &task.rt.last_seen,
+        };
+        Ok(task.def.trigger.eval(&values, now, &task.def.tz))
+    }
+
+    fn set_state(&mut self, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
+        let rt = &mut self.task_mut(i)?.rt;
+        if rt.slot.phase != state {
+            rt.slot.phase = state;
+            rt.since = Some(now);
+        }
+        self.mark(i)
+    }
+
+    /// Evaluates an idle task and queues it when its trigger is true. Queued,
+    /// running and failed tasks are never re-evaluated here.
+    pub(super) fn consider(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        if self.task(i)?.rt.slot.phase != TaskState::Idle || !self.eval(i, now)? {
+            return Ok(());
+        }
+        self.stats.fired += 1;
+        let (pool, priority) = {
+            let def = &self.task(i)?.def;
+            (def.pool, def.priority)
+        };
+        self.set_state(i, TaskState::Queued, now)?;
+        self.task_mut(i)?.rt.queued_at = Some(now);
+        self.pool_mut(pool)?.queue.push(priority, now, i);
+        self.release_hold(i)?;
+        self.pending(pool)
+    }
+
+    /// Dispatches queued tasks while the pool has a free slot. Each is
+    /// validated first: a trigger that is no longer true sends it back to idle.
+    pub(super) fn pump(&mut self, pool: usize, now: Timestamp) -> Result<(), Error> {
+        while let Some((priority, i)) = self.pool(pool)?.queue.peek() {
+            if !self.has_slot(pool, priority)? {
+                break;
+            }
+            self.pool_mut(pool)?.queue.pop();
+            self.task_mut(i)?.rt.queued_at = None;
+            if self.eval(i, now)? {
+                self.dispatch(i, now)?;
+            } else {
+                self.set_state(i, TaskState::Idle, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn has_slot(&self, pool: usize, priority: i64) -> Result<bool, Error> {
+        let p = self.pool(pool)?;
+        let Some(max) = p.max_running else {
+            return Ok(true);
+        };
+        let mut held = 0u32;
+        for &h in &p.holds {
+            if self.task(h)?.def.priority > priority {
+                held += 1;
+            }
+        }
+        Ok(p.running + held < max)
+    }
+
+    fn dispatch(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let Tasks {
+            table,
+            tasks,
+            timers,
+            ..
+        } = self;
+        let task = tasks
+            .get_mut(i as usize)
+            .ok_or_else(|| bug(format!("no task #{i}")))?;
+        let mut alarms = super::TaskAlarms { timers, task: i };
+        task.rt.snapshot = task
+            .def
+            .refs
+            .iter()
+            .filter_map(|&p| table.current(p).map(|v| (p, v)))
+            .collect();
+        task.rt
+            .slot
+            .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
+        let pool = task.def.pool;
+        self.pool_mut(pool)?.running += 1;
+        enter(self, i, TaskState::Running, now)?;
+        self.emit_run(i)?;
+        self.start_holds(i, now)
+    }
+
+    fn emit_run(&mut self, i: u32) -> Result<(), Error> {
+        let task = self.task(i)?;
+        let (def, rt) = (&task.def, &task.rt);
+        let run = rt
+            .slot
+            .current()
+            .ok_or_else(|| bug(format!("task {} runs without a run", def.id)))?;
+        let command = RunCommand {
+            task: def.id.clone(),
+            run_id: run.run_id.clone(),
+            attempt: run.attempt,
+            pass: run.pass,
+            snapshot: rt
+                .snapshot
+                .iter()
+                .map(|&(p, v)| (self.table.name(p).to_string(), v))
+                .collect(),
+            params: def.params.clone(),
+            deadline: run.deadline,
+            key: self.pool(def.pool)?.name.clone(),
+            topic: def.topic.clone(),
+        };
+        self.out.push(Action::Run(command));
+        Ok(())
+    }
+
+    fn reject(&mut self, task: &str, result: &RunResult, reason: Rejection) {
+        self.out.push(Action::Event(Event::ResultRejected {
+            subject: Subject::task(task),
+            run_id: result.run_id.clone(),
+            pass: result.pass,
+            reason,
+        }));
+    }
+
+    pub(in crate::engine) fn on_result(
+        &mut self,
+        result: RunResult,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some((task, _)) = run::parse_run_id(&result.run_id) else {
+            self.reject(&result.run_id, &result, Rejection::BadRunId);
+            return Ok(());
+        };
+        let Some(&i) = self.by_id.get(task) else {
+            let task = task.to_string();
+            self.reject(&task, &result, Rejection::UnknownTarget);
+            return Ok(());
+        };
+        let t = self.task(i)?;
+        if let Err(reason) =
+            t.rt.slot
+                .accepts(&result.run_id, result.pass, t.def.run.accept)
+        {
+            let task = t.def.id.clone();
+            self.reject(&task, &result, reason);
+            return Ok(());
+        }
+        self.end_run(i)?;
+        match result.status {
+            Status::Succeeded => self.succeed(i, now),
+            Status::Failed => {
+                let error = result.error.unwrap_or_else(|| "failed".to_string());
+                self.fail(i, error, now)
+            }
+        }
+    }
+
+    /// Takes the current run off the task and frees its pool slot.
+    fn end_run(&mut self, i: u32) -> Result<(), Error> {
+        let (task, mut alarms) = self.slot_mut(i)?;
+        task.rt.slot.end(&mut alarms);
+        let pool = task.def.pool;
+        let p = self.pool_mut(pool)?;
+        p.running = p.running.saturating_sub(1);
+        self.pending(pool)
+    }
+
+    fn succeed(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let task = self.task_mut(i)?;
+        let every = task.def.expect_every;
+        let rt = &mut task.rt;
+        for (p, v) in std::mem::take(&mut rt.snapshot) {
+            match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
+                Some(slot) => slot.1 = v,
+                None => rt.last_seen.push((p, v)),
+            }
+        }
+        rt.slot.succeeded();
+        rt.last_success = Some(now);
+        if let Some(every) = every {
+            let due = add(now, every.get());
+            let old = rt.sla_due.replace(due);
+            self.timers.replace(old, Some(due), (TimerKind::Sla, i));
+        }
+        self.producer_finished(i, true)?;
+        self.settle(i, TaskState::Idle, now)
+    }
+
+    /// Moves a task out of running: paused if an operator asked, else `state`
+    /// (and an idle task is evaluated at once).
+    fn settle(&mut self, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
+        let (task, mut alarms) = self.slot_mut(i)?;
+        if task.rt.pause_requested {
+            task.rt.pause_requested = false;
+            task.rt.slot.set_wake(None, &mut alarms);
+            return self.set_state(i, TaskState::Paused, now);
+        }
+        enter(self, i, state, now)?;
+        self.consider(i, now)
+    }
+
+    fn fail(&mut self, i: u32, error: String, now: Timestamp) -> Result<(), Error> {
+        self.producer_finished(i, false)?;
+        let (task, mut alarms) = self.slot_mut(i)?;
+        task.rt.snapshot.clear();
+        let failure = task
+            .rt
+            .slot
+            .failed(error.clone(), &task.def.run.retry, now, &mut alarms);
+        let state = task.rt.slot.phase;
+        let event = failure.event(
+            Subject::task(&task.def.id),
+            task.rt.slot.last_run_id(&task.def.id),
+            task.rt.slot.failures,
+            error,
+        );
+        self.out.push(Action::Event(event));
+        self.settle(i, state, now)
+    }
+
+    fn on_timeout(&mut self, i: u32, at: Timestamp, now: Timestamp) -> Result<(), Error> {
+        let task = self.task_mut(i)?;
+        let Some(run) = task.rt.slot.current().cloned() else {
+            return Ok(());
+        };
+        let Some(restart) = task.rt.slot.timed_out(at, &task.def.run) else {
+            return Ok(());
+        };
+        let event = Event::RunTimedOut {
+            subject: Subject::task(&task.def.id),
+            run_id: run.run_id,
+            attempt: run.attempt,
+            restarted: restart,
+        };
+        self.out.push(Action::Event(event));
+        if !restart {
+            let error = self.task(i)?.def.run.timeout_error();
+            self.end_run(i)?;
+            return self.fail(i, error, now);
+        }
+        // Same run, same snapshot, a new pass: a late result of the timed-out
+        // pass is now stale unless the task accepts the first result.
+        let (task, mut alarms) = self.slot_mut(i)?;
+        task.rt
+            .slot
+            .reissue(&task.def.id, task.def.run.timeout, now, &mut alarms);
+        self.mark(i)?;
+        self.emit_run(i)
+    }
+
+    pub(super) fn on_timer(
+        &mut self,
+        kind: TimerKind,
+        i: u32,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        match kind {
+            TimerKind::RunTimeout => self.on_timeout(i, at, now),
+            TimerKind::Wake => {
+                if self.task_mut(i)?.rt.slot.woke(at) {
+                    enter(self, i, TaskState::Idle, now)?;
+                    self.consider(i, now)?;
+                }
+                Ok(())
+            }
+            TimerKind::Hold => {
+                if self.task(i)?.rt.hold.is_some_and(|h| h.until == at) {
+                    self.release_hold(i)?;
+                }
+                Ok(())
+            }
+            TimerKind::Sla => {
+                if self.task(i)?.rt.sla_due == Some(at) {
+                    self.sla_missed(i, now)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn sla_missed(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let task = self.task_mut(i)?;
+        let Some(every) = task.def.expect_every else {
+            return Ok(());
+        };
+        let event = Event::SlaMissed {
+            task: task.def.id.clone(),
+            last_success: task.rt.last_success,
+            expect_every: every,
+        };
+        let due = add(now, every.get());
+        task.rt.sla_due = Some(due);
+        self.out.push(Action::Event(event));
+        self.timers.arm(due, (TimerKind::Sla, i));
+        self.mark(i)
+    }
+
+    pub(in crate::engine) fn on_command(
+        &mut self,
+        command: Command,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let crate::engine::input::Target::Task(task) = command.target() else {
+            return Err(bug("a command for another target reached the tasks"));
+        };
+        let Some(&i) = self.by_id.get(task) else {
+            self.out.push(Action::Event(Event::CommandRejected {
+                subject: Subject::task(task),
+                reason: "unknown task".to_string(),
+            }));
+            return Ok(());
+        };
+        match command {
+            Command::Pause { .. } => self.pause(i, now),
+            Command::Resume { .. } => self.resume(i, now),
+            Command::SetLast { param, value, .. } => {
+                let p = self.table.intern(&param);
+                let rt = &mut self.task_mut(i)?.rt;
+                match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
+                    Some(slot) => slot.1 = value,
+                    None => rt.last_seen.push((p, value)),
+                }
+                self.mark(i)?;
+                self.consider(i, now)
+            }
+            Command::ClearLast { param, .. } => {
+                let p = param.map(|name| self.table.intern(&name));
+                let rt = &mut self.task_mut(i)?.rt;
+                rt.last_seen.retain(|(q, _)| p.is_some_and(|p| p != *q));
+                self.mark(i)?;
+                self.consider(i, now)
+            }
+            _ => Err(bug("a command for another target reached the tasks")),
+        }
+    }
+
+    fn pause(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let (task, mut alarms) = self.slot_mut(i)?;
+        let (pool, priority) = (task.def.pool, task.def.priority);
+        match task.rt.slot.phase {
+            TaskState::Paused => Ok(()),
+            TaskState::Running => {
+                task.rt.pause_requested = true;
+                self.mark(i)
+            }
+            state => {
+                let queued_at = (state == TaskState::Queued)
+                    .then(|| task.rt.queued_at.take())
+                    .flatten();
+                task.rt.slot.set_wake(None, &mut alarms);
+                if let Some(at) = queued_at {
+                    self.pool_mut(pool)?.queue.remove(priority, at, i);
+                }
+                self.release_hold(i)?;
+                self.set_state(i, TaskState::Paused, now)
+            }
+        }
+    }
+
+    fn resume(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let rt = &mut self.task_mut(i)?.rt;
+        match rt.slot.phase {
+            TaskState::Running => {
+                rt.pause_requested = false;
+                self.mark(i)
+            }
+            TaskState::Paused => {
+                self.set_state(i, TaskState::Idle, now)?;
+                self.consider(i, now)
+            }
+            TaskState::Dead => {
+                rt.slot.failures = 0;
+                self.set_state(i, TaskState::Idle, now)?;
+                self.consider(i, now)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Task `i` enters `state` at `now`. Used where the run slot has already
+/// moved the phase (start, failure, wake): every such move is a change.
+fn enter(tasks: &mut Tasks, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
+    let rt = &mut tasks.task_mut(i)?.rt;
+    rt.slot.phase = state;
+    rt.since = Some(now);
+    tasks.mark(i)
+}
