@@ -52,7 +52,7 @@ pub enum Error {
 }
 
 /// A CTL parameter name: `entity/param` (the entity may contain dots, e.g. `dwh.orders/max_dt`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamName {
     /// The entity, e.g. a table (`dwh.orders`).
     pub entity: String,
@@ -164,13 +164,10 @@ impl fmt::Display for Scale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Scale::Fixed(d) => d.fmt(f),
-            named => {
-                let (name, _) = NAMED
-                    .iter()
-                    .find(|(_, s)| s == named)
-                    .expect("every named scale is listed");
-                f.write_str(name)
-            }
+            named => match NAMED.iter().find(|(_, s)| s == named) {
+                Some((name, _)) => f.write_str(name),
+                None => write!(f, "{named:?}"),
+            },
         }
     }
 }
@@ -365,6 +362,9 @@ pub struct CtlTable {
     ids: HashMap<String, HashMap<String, ParamId>>,
     names: Vec<ParamName>,
     values: Vec<Option<Timestamp>>,
+    /// The name of an id this table never issued (`/`): what [`CtlTable::name`]
+    /// answers instead of panicking.
+    unknown: ParamName,
 }
 
 impl CtlTable {
@@ -378,7 +378,8 @@ impl CtlTable {
         if let Some(id) = self.id(&name.entity, &name.param) {
             return id;
         }
-        let id = ParamId(u32::try_from(self.names.len()).expect("fewer than 2^32 parameters"));
+        // 2^32 interned names would not fit in memory first.
+        let id = ParamId(u32::try_from(self.names.len()).unwrap_or(u32::MAX));
         self.ids
             .entry(name.entity.clone())
             .or_default()
@@ -393,12 +394,9 @@ impl CtlTable {
         self.ids.get(entity)?.get(param).copied()
     }
 
-    /// The name behind `id`.
-    ///
-    /// # Panics
-    /// If `id` was not issued by this table.
+    /// The name behind `id` (an empty name if `id` was not issued here).
     pub fn name(&self, id: ParamId) -> &ParamName {
-        &self.names[id.index()]
+        self.names.get(id.index()).unwrap_or(&self.unknown)
     }
 
     /// The current value of `id`, if one was ever set.
@@ -406,12 +404,10 @@ impl CtlTable {
         self.values.get(id.index()).copied().flatten()
     }
 
-    /// Sets the current value; returns the previous one.
-    ///
-    /// # Panics
-    /// If `id` was not issued by this table.
+    /// Sets the current value; returns the previous one. An id this table
+    /// did not issue is ignored.
     pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
-        self.values[id.index()].replace(value)
+        self.values.get_mut(id.index())?.replace(value)
     }
 
     /// Number of interned parameters.

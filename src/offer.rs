@@ -40,10 +40,17 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
         *target = patch.clone();
         return;
     };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
+    if let Value::Object(target) = target {
+        merge_object(target, patch);
+    } else {
+        let mut object = Map::new();
+        merge_object(&mut object, patch);
+        *target = Value::Object(object);
     }
-    let target = target.as_object_mut().expect("made an object above");
+}
+
+/// [`merge_patch`] of an object into an object.
+fn merge_object(target: &mut Map<String, Value>, patch: &Map<String, Value>) {
     for (key, value) in patch {
         if value.is_null() {
             target.remove(key);
@@ -55,12 +62,9 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 /// The body after applying `patch` (an object) to `body`.
 pub fn patched(body: &Body, patch: &Body) -> Body {
-    let mut value = Value::Object(body.clone());
-    merge_patch(&mut value, &Value::Object(patch.clone()));
-    match value {
-        Value::Object(map) => map,
-        _ => unreachable!("an object patched by an object stays an object"),
-    }
+    let mut body = body.clone();
+    merge_object(&mut body, patch);
+    body
 }
 
 /// Top-level fields whose value differs between `old` and `new` (added,

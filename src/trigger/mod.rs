@@ -23,6 +23,7 @@ mod explain;
 mod lint;
 mod parse;
 #[cfg(test)]
+#[path = "prop.rs"]
 mod testgen;
 
 pub use explain::Explain;

@@ -169,7 +169,16 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn peek(&self) -> Token<'a> {
-        self.tokens[self.pos]
+        // The token list ends with `End` and `next` never moves past it.
+        self.tokens
+            .get(self.pos)
+            .or(self.tokens.last())
+            .copied()
+            .unwrap_or(Token {
+                kind: Kind::End,
+                text: "",
+                column: 1,
+            })
     }
 
     fn next(&mut self) -> Token<'a> {
@@ -326,7 +335,11 @@ impl<'a> Parser<'a> {
                 found.found()
             )));
         }
-        Ok(Trigger::Leaf(build(name.text, values, n)))
+        let leaf = build(name.text, values, n).ok_or_else(|| ParseError {
+            column: name.column,
+            message: format!("`{}` takes {}", name.text, "its documented arguments"),
+        })?;
+        Ok(Trigger::Leaf(leaf))
     }
 
     fn value(&self, arg: Arg, token: Token<'a>) -> Result<Value, ParseError> {
@@ -385,8 +398,9 @@ fn signature(args: &[Arg], optional_n: bool) -> String {
     out
 }
 
-/// Assembles a leaf from arguments already checked against its signature.
-fn build(function: &str, values: Vec<Value>, n: Option<u32>) -> Leaf<ParamName> {
+/// Assembles a leaf from arguments already checked against its signature
+/// (`None` only if the caller's check and this disagree).
+fn build(function: &str, values: Vec<Value>, n: Option<u32>) -> Option<Leaf<ParamName>> {
     let mut params = Vec::new();
     let mut d = Duration::ZERO;
     let mut scale = Scale::Day;
@@ -398,20 +412,18 @@ fn build(function: &str, values: Vec<Value>, n: Option<u32>) -> Leaf<ParamName> 
         }
     }
     let mut params = params.into_iter();
-    let p = params
-        .next()
-        .expect("every signature starts with a parameter");
+    let p = params.next()?;
     let r = params.next();
     let n = n.unwrap_or_default();
-    match (function, r) {
+    Some(match (function, r) {
         ("delta", _) => Leaf::Delta { p, d },
         ("delay", _) => Leaf::Delay { p, d },
         ("ref_delay", Some(r)) => Leaf::RefDelay { p, r, d },
         ("chunk_delta", _) => Leaf::ChunkDelta { p, scale, n },
         ("chunk_delay", _) => Leaf::ChunkDelay { p, scale, n },
         ("chunk_ref_delay", Some(r)) => Leaf::ChunkRefDelay { p, r, scale, n },
-        _ => unreachable!("signature of `{function}` checked by the caller"),
-    }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
