@@ -228,6 +228,7 @@ fn fanout_fire(c: &mut Criterion) {
                     .iter()
                     .filter_map(|a| match a {
                         Action::Run(run) => Some(RunResult {
+                            step: Default::default(),
                             stage: Default::default(),
                             run_id: run.run_id.clone(),
                             pass: run.pass,

@@ -21,6 +21,9 @@ pub enum Action {
     /// Send a stage run command to the stage's topic.
     #[serde(rename = "run")]
     StageRun(StageRunCommand),
+    /// Send a process step (or a submitted job) to its job's topic.
+    #[serde(rename = "run")]
+    StepRun(StepRunCommand),
     /// Publish an offer's committed state to `offer.state`.
     OfferState(OfferState),
     /// Publish an audit or alert event.
@@ -80,6 +83,42 @@ pub struct StageRunCommand {
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
     /// The stage's run topic.
+    #[serde(skip)]
+    pub topic: String,
+}
+
+/// A command for a job worker: run this step of a process instance (or a
+/// submitted job) and reply with the run id and pass (and an `output`,
+/// `next` jobs, `goal_reached`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepRunCommand {
+    /// The process (a submitted job's: the job's name).
+    pub process: String,
+    /// The business key (also the command's key and the reply key).
+    pub key: String,
+    /// The instance, `PROCESS/KEY#N`.
+    pub instance: String,
+    /// Index of the step in the instance's chain.
+    pub step: u32,
+    /// The job: the worker's handler.
+    pub job: String,
+    /// `PROCESS/KEY#N.STEP#SEQ`: stable across re-dispatches of the same run.
+    pub run_id: String,
+    /// Try number of this step since its last success, from 1.
+    pub attempt: u32,
+    /// Token the result must echo; new on every dispatch.
+    pub pass: u64,
+    /// The step's parameters (the instance's launch parameters unless a
+    /// `next` job gave its own).
+    pub params: Body,
+    /// The instance's context: every earlier step's `output` merged in.
+    pub context: Body,
+    /// No result by then: the pass times out.
+    pub deadline: Timestamp,
+    /// What caused the instance (`op:ID`, `auto`, `schedule`, `event:TOPIC`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The job's run topic.
     #[serde(skip)]
     pub topic: String,
 }
@@ -274,6 +313,81 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// A process instance started.
+    ProcessStarted {
+        /// The process, key and new instance.
+        #[serde(flatten)]
+        subject: Subject,
+        /// What caused it (`op:ID`, `auto`, `schedule`, `event:TOPIC`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
+    /// Every step of an instance succeeded.
+    ProcessSucceeded {
+        /// The process, key and instance.
+        #[serde(flatten)]
+        subject: Subject,
+    },
+    /// An instance failed: a step died (`step`) or passed its job's deadline
+    /// (`deadline`).
+    ProcessFailed {
+        /// The process, key and instance.
+        #[serde(flatten)]
+        subject: Subject,
+        /// `step` or `deadline`.
+        reason: String,
+        /// The last error.
+        error: String,
+    },
+    /// An instance was cancelled (`operator`) or replaced by a new launch
+    /// (`replaced`); waiting launches dropped by a cancel name no instance.
+    ProcessCancelled {
+        /// The process, key and instance.
+        #[serde(flatten)]
+        subject: Subject,
+        /// `operator` or `replaced`.
+        reason: String,
+    },
+    /// An instance passed its process `timeout` and failed.
+    ProcessTimedOut {
+        /// The process, key and instance.
+        #[serde(flatten)]
+        subject: Subject,
+    },
+    /// An instance made no step progress for `idle_timeout`; a running step
+    /// was sent again under a new pass.
+    ProcessIdle {
+        /// The process, key, instance and current job.
+        #[serde(flatten)]
+        subject: Subject,
+        /// The process's `idle_timeout`.
+        idle_for: Duration,
+    },
+    /// A launch was refused: `active` (conflict), `reuse`, `validation`.
+    LaunchRejected {
+        /// The process and key (and the active instance, if any).
+        #[serde(flatten)]
+        subject: Subject,
+        /// `active`, `reuse` or `validation`.
+        reason: String,
+        /// A `when` (or `on`) expression's evaluation error, if that was why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A launch waits behind the key's active instance (`conflict = "queue"`).
+    LaunchQueued {
+        /// The process, key and active instance.
+        #[serde(flatten)]
+        subject: Subject,
+    },
+    /// A step's job deadline passed: it fails for good, and its instance.
+    DeadlineExceeded {
+        /// The process, key, instance and job.
+        #[serde(flatten)]
+        subject: Subject,
+        /// The deadline.
+        deadline: Timestamp,
+    },
     /// A stage result was computed from an old offer version: discarded, and
     /// the stage re-runs on the current version.
     StaleVersion {
@@ -358,7 +472,16 @@ impl Event {
             | Event::RunFailed { subject, .. }
             | Event::Parked { subject, .. }
             | Event::Dead { subject, .. }
-            | Event::CommandRejected { subject, .. } => Some(subject),
+            | Event::CommandRejected { subject, .. }
+            | Event::ProcessStarted { subject, .. }
+            | Event::ProcessSucceeded { subject }
+            | Event::ProcessFailed { subject, .. }
+            | Event::ProcessCancelled { subject, .. }
+            | Event::ProcessTimedOut { subject }
+            | Event::ProcessIdle { subject, .. }
+            | Event::LaunchRejected { subject, .. }
+            | Event::LaunchQueued { subject }
+            | Event::DeadlineExceeded { subject, .. } => Some(subject),
             _ => None,
         }
     }
@@ -377,12 +500,7 @@ impl Event {
             | Event::PingPong { offer, .. }
             | Event::StageState { offer, .. } => offer,
             Event::RescanProgress { stage, .. } => stage,
-            Event::ResultRejected { .. }
-            | Event::RunTimedOut { .. }
-            | Event::RunFailed { .. }
-            | Event::Parked { .. }
-            | Event::Dead { .. }
-            | Event::CommandRejected { .. } => "",
+            _ => "",
         }
     }
 

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::process::{KeyRecord, ScheduleRecord};
 use crate::stage::{OfferRecord, RescanRecord};
 use crate::task::TaskRecord;
 
@@ -17,6 +18,11 @@ pub enum Store {
     Offer,
     /// A stage rescan in progress, keyed by stage name.
     Rescan,
+    /// A process key: its context, active instance, waiting launches and
+    /// last outcome, keyed `PROCESS/KEY`.
+    Process,
+    /// A process schedule's state, keyed by process name.
+    Schedule,
 }
 
 impl Store {
@@ -26,6 +32,8 @@ impl Store {
             Store::Task => "task",
             Store::Offer => "offer",
             Store::Rescan => "rescan",
+            Store::Process => "process",
+            Store::Schedule => "schedule",
         }
     }
 }
@@ -40,6 +48,10 @@ pub enum Value {
     Offer(Box<OfferRecord>),
     /// A rescan in progress.
     Rescan(RescanRecord),
+    /// A process key.
+    Process(Box<KeyRecord>),
+    /// A process schedule.
+    Schedule(ScheduleRecord),
 }
 
 /// One changelog entry: a new value for `store/key`, or a tombstone.

@@ -139,6 +139,10 @@ pub mod proto;
         clippy::unreachable
     )
 )]
+pub mod process;
+#[cfg_attr(not(test), deny(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, clippy::unreachable))]
+pub mod router;
+#[cfg_attr(not(test), deny(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, clippy::unreachable))]
 pub mod run;
 pub mod runtime;
 pub mod service;

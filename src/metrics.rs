@@ -24,7 +24,9 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 use crate::action::{Action, Event, OfferState, Subject};
-use crate::engine::{OfferCounters, PoolStats, RunResult, StageStats, Stats, TaskSummary};
+use crate::engine::{
+    OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary,
+};
 use crate::run::Status;
 use crate::stage::Lane;
 use crate::task::TaskState;
@@ -115,6 +117,24 @@ pub const BROKER_UNAVAILABLE: &str = "reactor_broker_unavailable_total";
 /// Inputs on which a shard broke an internal invariant (a bug): each is
 /// dead-lettered and the shard rebuilt from its changelog.
 pub const ENGINE_FAILURES: &str = "reactor_engine_failures_total";
+/// Process instances started, by process.
+pub const PROCESSES_STARTED: &str = "reactor_processes_started_total";
+/// Process instances ended, by process and outcome.
+pub const PROCESSES_ENDED: &str = "reactor_processes_ended_total";
+/// Instances reported idle (no step progress for `idle_timeout`), by process.
+pub const PROCESSES_IDLE: &str = "reactor_processes_idle_total";
+/// Launches refused, by process and reason (`active`, `reuse`, `validation`).
+pub const LAUNCHES_REJECTED: &str = "reactor_launches_rejected_total";
+/// Launches waiting behind an active instance, by process.
+pub const LAUNCHES_QUEUED: &str = "reactor_launches_queued_total";
+/// Steps failed for good by their job's deadline, by job.
+pub const DEADLINES_EXCEEDED: &str = "reactor_deadlines_exceeded_total";
+/// Steps waiting in a job's queue, by job and lane.
+pub const JOB_QUEUED: &str = "reactor_job_queued";
+/// Steps of a job in flight, by job.
+pub const JOB_RUNNING: &str = "reactor_job_running";
+/// Active process instances, by process.
+pub const PROCESSES_ACTIVE: &str = "reactor_processes_active";
 
 /// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
 pub const BUCKETS: [f64; 15] = [
@@ -139,6 +159,51 @@ impl Error {
 
 /// Registers the description and unit of every metric.
 pub fn describe() {
+    describe_counter!(
+        PROCESSES_STARTED,
+        Unit::Count,
+        "Process instances started, by process."
+    );
+    describe_counter!(
+        PROCESSES_ENDED,
+        Unit::Count,
+        "Process instances ended, by process and outcome (succeeded, failed, cancelled, timed_out)."
+    );
+    describe_counter!(
+        PROCESSES_IDLE,
+        Unit::Count,
+        "Instances with no step progress for idle_timeout, by process."
+    );
+    describe_counter!(
+        LAUNCHES_REJECTED,
+        Unit::Count,
+        "Launches refused, by process and reason (active, reuse, validation)."
+    );
+    describe_counter!(
+        LAUNCHES_QUEUED,
+        Unit::Count,
+        "Launches waiting behind the key's active instance, by process."
+    );
+    describe_counter!(
+        DEADLINES_EXCEEDED,
+        Unit::Count,
+        "Steps failed for good by their job's deadline, by job."
+    );
+    describe_gauge!(
+        JOB_QUEUED,
+        Unit::Count,
+        "Steps waiting in a job's queue on the shards of this instance, by job and lane."
+    );
+    describe_gauge!(
+        JOB_RUNNING,
+        Unit::Count,
+        "Steps of a job in flight on the shards of this instance, by job."
+    );
+    describe_gauge!(
+        PROCESSES_ACTIVE,
+        Unit::Count,
+        "Active process instances on the shards of this instance, by process."
+    );
     describe_counter!(
         ENGINE_FAILURES,
         Unit::Count,
@@ -341,6 +406,8 @@ pub fn install() -> Result<PrometheusHandle, Error> {
 const TASK: &str = "task";
 /// `kind` label of stage runs.
 const STAGE: &str = "stage";
+/// `kind` label of process steps and submitted jobs.
+const JOB: &str = "job";
 
 /// Counts what a batch of engine actions of shard `partition` contains:
 /// dispatches, committed offer changes and each kind of event.
@@ -359,6 +426,10 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
             Action::StageRun(run) => {
                 counter!(RUNS_DISPATCHED, "kind" => STAGE, "stage" => run.stage.clone())
                     .increment(1);
+                continue;
+            }
+            Action::StepRun(run) => {
+                counter!(RUNS_DISPATCHED, "kind" => JOB, "job" => run.job.clone()).increment(1);
                 continue;
             }
             Action::OfferState(state) => {
@@ -417,6 +488,33 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
                 until: *until,
             }
             .emit(),
+            Event::ProcessStarted { subject, .. } => process_counter(PROCESSES_STARTED, subject, None),
+            Event::ProcessSucceeded { subject } => {
+                process_counter(PROCESSES_ENDED, subject, Some("succeeded"));
+            }
+            Event::ProcessFailed { subject, .. } => {
+                process_counter(PROCESSES_ENDED, subject, Some("failed"));
+            }
+            Event::ProcessCancelled { subject, .. } => {
+                process_counter(PROCESSES_ENDED, subject, Some("cancelled"));
+            }
+            Event::ProcessTimedOut { subject } => {
+                process_counter(PROCESSES_ENDED, subject, Some("timed_out"));
+            }
+            Event::ProcessIdle { subject, .. } => process_counter(PROCESSES_IDLE, subject, None),
+            Event::LaunchRejected { subject, reason, .. } => {
+                let process = match subject {
+                    Subject::Process { process, .. } => process.clone(),
+                    Subject::Task { .. } => "task".to_string(),
+                    Subject::Stage { .. } => String::new(),
+                };
+                counter!(LAUNCHES_REJECTED, "process" => process, "reason" => reason.clone())
+                    .increment(1);
+            }
+            Event::LaunchQueued { subject } => process_counter(LAUNCHES_QUEUED, subject, None),
+            Event::DeadlineExceeded { subject, .. } => {
+                run_counter(DEADLINES_EXCEEDED, subject, &[]);
+            }
             Event::StageState { applied, .. } => {
                 let applied = if *applied { "true" } else { "false" };
                 counter!(STAGE_STATE_SETS, "applied" => applied).increment(1);
@@ -439,6 +537,20 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
             }
             .emit(),
         }
+    }
+}
+
+/// Counts one event of a process instance on `name`, by process (and
+/// `outcome`, for ends). Processes are configured: a bounded label.
+fn process_counter(name: &'static str, subject: &Subject, outcome: Option<&'static str>) {
+    let Subject::Process { process, .. } = subject else {
+        return;
+    };
+    match outcome {
+        Some(outcome) => {
+            counter!(name, "process" => process.clone(), "outcome" => outcome).increment(1);
+        }
+        None => counter!(name, "process" => process.clone()).increment(1),
     }
 }
 
@@ -478,26 +590,34 @@ fn cause_kind(state: &OfferState) -> &'static str {
 /// duplicate success is not counted twice; a stage result computed from an
 /// old offer version (`stale_version`: discarded and re-run) does not count
 /// either.
-pub fn record_result(result: &RunResult, actions: &[Action]) {
+pub fn record_result(result: &RunResult, kind: RunKind, actions: &[Action]) {
     if result.status != Status::Succeeded {
         return;
     }
+    record_success(kind, &result.run_id, result.pass, actions);
+}
+
+/// [`record_result`] for a success of run `run_id`/`pass` of `kind`.
+pub fn record_success(kind: RunKind, run_id: &str, pass: u64, actions: &[Action]) {
     let discarded = actions.iter().any(|a| match a {
-        Action::Event(Event::ResultRejected { run_id, pass, .. }) => {
-            *run_id == result.run_id && *pass == result.pass
-        }
-        Action::Event(Event::StaleVersion { run_id, .. }) => *run_id == result.run_id,
+        Action::Event(Event::ResultRejected {
+            run_id: r, pass: q, ..
+        }) => r == run_id && *q == pass,
+        Action::Event(Event::StaleVersion { run_id: r, .. }) => r == run_id,
         _ => false,
     });
     if discarded {
         return;
     }
-    match crate::engine::parse_stage_run_id(&result.run_id) {
-        // Accepted, so the stage is a configured one: a bounded label.
-        Some((stage, _)) => {
-            counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => stage.to_string()).increment(1);
-        }
-        None => counter!(RUNS_SUCCEEDED, "kind" => TASK).increment(1),
+    // Accepted, so the stage or process is a configured one: a bounded label.
+    let name = run_id
+        .split_once('/')
+        .map_or("", |(name, _)| name)
+        .to_string();
+    match kind {
+        RunKind::Task => counter!(RUNS_SUCCEEDED, "kind" => TASK).increment(1),
+        RunKind::Stage => counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => name).increment(1),
+        RunKind::Step => counter!(RUNS_SUCCEEDED, "kind" => JOB, "process" => name).increment(1),
     }
 }
 
@@ -509,6 +629,7 @@ pub fn record_dispatch_latency(actions: &[Action], caused_at: Timestamp, now: Ti
         match action {
             Action::Run(_) => histogram!(DISPATCH_LATENCY, "kind" => TASK).record(seconds),
             Action::StageRun(_) => histogram!(DISPATCH_LATENCY, "kind" => STAGE).record(seconds),
+            Action::StepRun(_) => histogram!(DISPATCH_LATENCY, "kind" => JOB).record(seconds),
             _ => {}
         }
     }
@@ -956,12 +1077,14 @@ mod tests {
         record_actions(0, &actions);
         record_result(
             &RunResult {
+                step: Default::default(),
                 stage: Default::default(),
                 run_id: "a#1".to_string(),
                 pass: 1,
                 status: Status::Succeeded,
                 error: None,
             },
+            RunKind::Task,
             &actions,
         );
         record_dispatch_latency(
@@ -1076,6 +1199,7 @@ mod tests {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         let result = RunResult {
+            step: Default::default(),
             stage: Default::default(),
             run_id: "a#1".to_string(),
             pass: 2,
@@ -1089,8 +1213,8 @@ mod tests {
             reason: Rejection::NotCurrent,
         })];
         metrics::with_local_recorder(&recorder, || {
-            record_result(&result, &rejected);
-            record_result(&result, &[]);
+            record_result(&result, RunKind::Task, &rejected);
+            record_result(&result, RunKind::Task, &[]);
             record_actions(0, &[moved_back("a"), moved_back("b"), moved_back("c")]);
         });
         let text = handle.render();
@@ -1100,6 +1224,7 @@ mod tests {
     }
 
     fn stage_result(pass: u64) -> RunResult {
+        step: Default::default(),
         RunResult {
             stage: Default::default(),
             run_id: "price/o1#1".to_string(),
@@ -1208,9 +1333,9 @@ mod tests {
             actions.extend(events.iter().cloned().map(Action::Event));
             record_actions(3, &actions);
             // Discarded (stale version) and rejected results are no successes.
-            record_result(&stage_result(1), &[stale]);
-            record_result(&stage_result(3), &[rejected]);
-            record_result(&stage_result(2), &[]);
+            record_result(&stage_result(1), RunKind::Stage, &[stale]);
+            record_result(&stage_result(3), RunKind::Stage, &[rejected]);
+            record_result(&stage_result(2), RunKind::Stage, &[]);
             record_dispatch_latency(
                 &[stage_run],
                 ts("2024-01-01T00:00:00Z"),

@@ -62,12 +62,94 @@ pub struct InputLine {
     /// A worker's result for a task's run.
     #[serde(default)]
     pub complete: Option<Complete>,
-    /// An operator command.
-    #[serde(default)]
+    /// An operator command: `{"op": "pause", "task": …}`, or one command
+    /// named by its key, as on the wire: `{"reset_key": {"process": …, "key": …}}`.
+    #[serde(default, deserialize_with = "command")]
     pub command: Option<Command>,
     /// An offer change from outside.
     #[serde(default)]
     pub offer: Option<OfferInput>,
+    /// Launch a process for keys: `{"process": …, "keys": […], "params": {…}, "position": "back"}`.
+    #[serde(default)]
+    pub launch: Option<LaunchInput>,
+    /// Submit a job: `{"job": …, "key": …, "params": {…}, "position": "front"}`.
+    #[serde(default)]
+    pub submit: Option<SubmitInput>,
+    /// A record on a topic a process's `on` names: `{"topic": …, "key": …, "value": {…}}`.
+    #[serde(default)]
+    pub record: Option<crate::engine::EventRecord>,
+}
+
+/// `{"process": …, "keys": […], "params": {…}, "position": "back"|"front"}`
+/// (or `"task": …` with string `params` to run a task now).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchInput {
+    /// The process.
+    #[serde(default)]
+    pub process: Option<String>,
+    /// A task to run now instead.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The keys (a process launch).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// One key (shorthand for `keys: [key]`).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Launch parameters.
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// `back` (default) or `front`.
+    #[serde(default)]
+    pub position: crate::process::Position,
+    /// Clear each key's goal first.
+    #[serde(default)]
+    pub reset: bool,
+}
+
+/// `{"job": …, "key": …, "params": {…}, "position": …, "priority": N}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitInput {
+    /// The job.
+    pub job: String,
+    /// The key.
+    pub key: String,
+    /// Parameters.
+    #[serde(default)]
+    pub params: Body,
+    /// `back` (default) or `front`.
+    #[serde(default)]
+    pub position: crate::process::Position,
+    /// Queue priority.
+    #[serde(default)]
+    pub priority: Option<i64>,
+}
+
+/// A command in either form: tagged by `op`, or one key naming the command.
+fn command<'de, D>(d: D) -> Result<Option<Command>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error as _;
+    let value = serde_json::Value::deserialize(d)?;
+    let value = match value {
+        serde_json::Value::Object(map) if !map.contains_key("op") && map.len() == 1 => {
+            let Some((op, inner)) = map.into_iter().next() else {
+                return Err(D::Error::custom("an empty command"));
+            };
+            let serde_json::Value::Object(mut inner) = inner else {
+                return Err(D::Error::custom(format!("`{op}` takes an object")));
+            };
+            inner.insert("op".to_string(), serde_json::Value::String(op));
+            serde_json::Value::Object(inner)
+        }
+        other => other,
+    };
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(D::Error::custom)
 }
 
 /// `{"id": …, "body": {…}}`, `{"id": …, "patch": {…}}` or `{"id": …, "deleted": true}`.
@@ -88,6 +170,44 @@ pub struct OfferInput {
     /// Who made the change.
     #[serde(default)]
     pub source: Option<String>,
+}
+
+impl LaunchInput {
+    fn into_command(self, line: usize) -> Result<Command, Error> {
+        let bad = |message: &str| Error::BadInput {
+            line,
+            message: message.to_string(),
+        };
+        match (self.process, self.task) {
+            (Some(process), None) => {
+                let mut keys = self.keys;
+                keys.extend(self.key);
+                if keys.is_empty() || keys.iter().any(String::is_empty) {
+                    return Err(bad("a `launch` needs `keys` (or `key`), none empty"));
+                }
+                Ok(Command::Launch {
+                    process,
+                    keys,
+                    params: self.params,
+                    position: self.position,
+                    reset: self.reset,
+                    source: None,
+                })
+            }
+            (None, Some(task)) => {
+                let params = self
+                    .params
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        serde_json::Value::String(s) => Ok((k, s)),
+                        other => Ok((k, other.to_string())),
+                    })
+                    .collect::<Result<_, Error>>()?;
+                Ok(Command::LaunchTask { task, params })
+            }
+            _ => Err(bad("a `launch` names a `process` or a `task`")),
+        }
+    }
 }
 
 impl OfferInput {
@@ -131,8 +251,10 @@ pub struct CtlInput {
 }
 
 /// `{"task": …, "status": "succeeded"|"failed", "error": …, "attempt": N}`,
-/// or for a stage `{"stage": …, "offer": …, "status": …, "update": {…},
-/// "state": …, "timer": …}`.
+/// for a stage `{"stage": …, "offer": …, "status": …, "update": {…},
+/// "state": …, "timer": …}`, for a process step `{"process": …, "key": …,
+/// "status": …, "output": {…}, "next": [{"job": …, "position": …}],
+/// "goal_reached": true}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Complete {
@@ -168,6 +290,21 @@ pub struct Complete {
     /// Answer with the run id and pass of this earlier attempt instead of the current one.
     #[serde(default)]
     pub attempt: Option<u32>,
+    /// The process (a submitted job's: the job), with `key`.
+    #[serde(default)]
+    pub process: Option<String>,
+    /// The business key, with `process`.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// A step's output, merged into its instance's context.
+    #[serde(default)]
+    pub output: Option<Body>,
+    /// Jobs the step adds to its chain.
+    #[serde(default)]
+    pub next: Vec<crate::process::NextJob>,
+    /// The key's goal is reached.
+    #[serde(default)]
+    pub goal_reached: bool,
 }
 
 /// Tells a field given as `null` (`Some(null)`) from a missing one (`None`).
@@ -200,6 +337,9 @@ pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
         input.complete.is_some(),
         input.command.is_some(),
         input.offer.is_some(),
+        input.launch.is_some(),
+        input.submit.is_some(),
+        input.record.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -207,7 +347,9 @@ pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
     if given != 1 {
         return Err(Error::BadInput {
             line,
-            message: "give exactly one of `ctl`, `complete`, `command`, `offer`".to_string(),
+            message: "give exactly one of `ctl`, `complete`, `command`, `offer`, `launch`, \
+                      `submit`, `record`"
+                .to_string(),
         });
     }
     Ok(input)
@@ -227,6 +369,9 @@ pub struct Simulator {
     current: HashMap<String, (String, u64)>,
     /// `(stage, offer, attempt)` → `(run id, pass, version)` of every stage run command seen.
     stage_attempts: HashMap<(String, String, u32), (String, u64, u64)>,
+    /// `(process, key, attempt)` → `(run id, pass)` of the step run commands
+    /// of each key's latest step.
+    step_attempts: HashMap<(String, String, u32), (String, u64)>,
     now: Option<Timestamp>,
     started: bool,
 }
@@ -243,6 +388,7 @@ impl Simulator {
             attempts: HashMap::new(),
             current: HashMap::new(),
             stage_attempts: HashMap::new(),
+            step_attempts: HashMap::new(),
             now: None,
             started: false,
         }
@@ -279,8 +425,25 @@ impl Simulator {
             Input::Result(self.result(c, line)?)
         } else if let Some(o) = input.offer {
             Input::Offer(o.into_change(line)?)
+        } else if let Some(l) = input.launch {
+            Input::Command(l.into_command(line)?)
+        } else if let Some(s) = input.submit {
+            Input::Command(Command::Submit {
+                job: s.job,
+                key: s.key,
+                params: s.params,
+                position: s.position,
+                priority: s.priority,
+            })
+        } else if let Some(r) = input.record {
+            Input::Record(r)
+        } else if let Some(c) = input.command {
+            Input::Command(c)
         } else {
-            Input::Command(input.command.expect("parse_line checked one is set"))
+            return Err(Error::BadInput {
+                line,
+                message: "no input".to_string(),
+            });
         };
         let actions = self
             .engine
@@ -356,8 +519,35 @@ impl Simulator {
                 };
                 Ok(result)
             }
+            (None, None, None) if c.process.is_some() && c.key.is_some() => {
+                let (process, key) = (c.process.unwrap_or_default(), c.key.unwrap_or_default());
+                let known = match c.attempt {
+                    Some(n) => self
+                        .step_attempts
+                        .get(&(process.clone(), key.clone(), n))
+                        .cloned(),
+                    None => self.engine.step_run(&process, &key),
+                };
+                let (run_id, pass) = known.unwrap_or_else(|| {
+                    (
+                        crate::run::run_id(&format!("{process}/{key}#0.0"), 0),
+                        0,
+                    )
+                });
+                let mut result = RunResult::new(run_id, pass, c.status);
+                result.error = c.error;
+                result.step = crate::engine::StepReply {
+                    output: c.output.map(|mut o| {
+                        offer::normalize_body(&mut o);
+                        o
+                    }),
+                    next: c.next,
+                    goal_reached: c.goal_reached,
+                };
+                Ok(result)
+            }
             _ => Err(bad(
-                "a `complete` names a `task`, or a `stage` and an `offer`",
+                "a `complete` names a `task`, a `stage` and an `offer`, or a `process` and a `key`",
             )),
         }
     }
@@ -421,6 +611,17 @@ impl Simulator {
                     self.stage_attempts.insert(
                         (run.stage.clone(), run.offer.clone(), run.attempt),
                         (run.run_id.clone(), run.pass, run.version),
+                    );
+                }
+                Action::StepRun(run) => {
+                    if run.attempt == 1 {
+                        // A new step: the attempts of the one before are gone.
+                        self.step_attempts
+                            .retain(|(p, k, _), _| !(*p == run.process && *k == run.key));
+                    }
+                    self.step_attempts.insert(
+                        (run.process.clone(), run.key.clone(), run.attempt),
+                        (run.run_id.clone(), run.pass),
                     );
                 }
                 Action::Event(_) | Action::OfferState(_) => {}

@@ -18,7 +18,13 @@ use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
 /// Every store, to resolve a key's prefix.
-const STORES: [Store; 3] = [Store::Task, Store::Offer, Store::Rescan];
+const STORES: [Store; 5] = [
+    Store::Task,
+    Store::Offer,
+    Store::Rescan,
+    Store::Process,
+    Store::Schedule,
+];
 
 /// The changelog key of `key` in `store`: `task/orders_daily`.
 pub fn changelog_key(store: Store, key: &str) -> String {
@@ -32,6 +38,10 @@ pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) 
         Value::Task(task) => encode(&task_to_proto(task), Format::Protobuf),
         Value::Offer(offer) => encode(&offer_to_proto(offer), Format::Protobuf),
         Value::Rescan(rescan) => encode(&rescan_to_proto(rescan), Format::Protobuf),
+        Value::Process(record) => encode(&super::process::key_to_proto(record), Format::Protobuf),
+        Value::Schedule(record) => {
+            encode(&super::process::schedule_to_proto(record), Format::Protobuf)
+        }
     });
     (key, value)
 }
@@ -49,7 +59,9 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
     let store = STORES
         .into_iter()
         .find(|s| s.as_str() == prefix)
-        .ok_or_else(|| bad("unknown store; known: `task`, `offer`, `rescan`"))?;
+        .ok_or_else(|| {
+            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`")
+        })?;
     if id.is_empty() {
         return Err(bad("empty key after the store"));
     }
@@ -59,6 +71,12 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
             Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
             Store::Offer => Value::Offer(Box::new(offer_from_proto(decode(bytes)?)?)),
             Store::Rescan => Value::Rescan(rescan_from_proto(decode(bytes)?)?),
+            Store::Process => Value::Process(Box::new(super::process::key_from_proto(decode(
+                bytes,
+            )?)?)),
+            Store::Schedule => {
+                Value::Schedule(super::process::schedule_from_proto(decode(bytes)?)?)
+            }
         }),
     };
     Ok(ChangelogRecord {
@@ -117,6 +135,13 @@ fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
         }),
         pause_requested: r.pause_requested,
         last_error: r.slot.last_error.clone(),
+        launch: r.launch.as_ref().map(|p| v1::LaunchParams {
+            params: p.clone().into_iter().collect(),
+        }),
+        again: r.again.as_ref().map(|p| v1::LaunchParams {
+            params: p.clone().into_iter().collect(),
+        }),
+        cron_at: ts(&r.cron_at),
     }
 }
 
@@ -149,10 +174,13 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         sla_due: optional_ts("sla_due", m.sla_due.as_ref())?,
         hold,
         pause_requested: m.pause_requested,
+        launch: m.launch.map(|l| l.params.into_iter().collect()),
+        again: m.again.map(|l| l.params.into_iter().collect()),
+        cron_at: optional_ts("cron_at", m.cron_at.as_ref())?,
     })
 }
 
-fn run_to_proto(run: &Run) -> v1::RunRecord {
+pub(super) fn run_to_proto(run: &Run) -> v1::RunRecord {
     v1::RunRecord {
         run_id: run.run_id.clone(),
         attempt: run.attempt,
@@ -162,7 +190,7 @@ fn run_to_proto(run: &Run) -> v1::RunRecord {
     }
 }
 
-fn run_from_proto(run: v1::RunRecord) -> Result<Run, DecodeError> {
+pub(super) fn run_from_proto(run: v1::RunRecord) -> Result<Run, DecodeError> {
     Ok(Run {
         run_id: run.run_id,
         attempt: run.attempt,
@@ -172,7 +200,7 @@ fn run_from_proto(run: v1::RunRecord) -> Result<Run, DecodeError> {
     })
 }
 
-fn phase_to_proto(phase: Phase) -> v1::StagePhase {
+pub(super) fn phase_to_proto(phase: Phase) -> v1::StagePhase {
     match phase {
         Phase::Idle => v1::StagePhase::Idle,
         Phase::Queued => v1::StagePhase::Queued,
@@ -185,7 +213,7 @@ fn phase_to_proto(phase: Phase) -> v1::StagePhase {
     }
 }
 
-fn phase_from_proto(phase: i32) -> Result<Phase, DecodeError> {
+pub(super) fn phase_from_proto(phase: i32) -> Result<Phase, DecodeError> {
     let phase = v1::StagePhase::try_from(phase).map_err(|_| DecodeError::InvalidField {
         field: "stages.phase",
         reason: format!("unknown stage phase {phase}"),

@@ -1,17 +1,22 @@
 //! `Command`: an operator command, from `reactor.commands`.
 
 use super::error::{non_empty, param_name, required, DecodeError};
-use super::structs::{encode_nested_with_json, json_from_value, JsonField};
+use super::structs::{body_from_struct, encode_nested_with_json, json_from_value, JsonField};
 use super::time::{required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
 use crate::engine::Command;
 use crate::proto::v1;
 use crate::proto::v1::command::{
-    ClearLast, Op, Pause, Rescan, Resume, SetLast, SetStageState, UnparkOffer,
+    Cancel, ClearLast, Launch, Op, Pause, Rescan, ResetKey, Resume, SetLast, SetStageState,
+    Submit, UnparkOffer,
 };
 
 /// `Command.op` number of `set_stage_state`.
 const SET_STAGE_STATE: u32 = 5;
+/// `Command.op` number of `launch`.
+const LAUNCH: u32 = 8;
+/// `Command.op` number of `submit`.
+const SUBMIT: u32 = 9;
 
 /// Decodes a `Command` (protobuf or JSON). In `set_stage_state`, an absent
 /// or `null` state clears the stage's state; numbers are normalised.
@@ -65,7 +70,79 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
         Op::UnparkOffer(UnparkOffer { offer_id }) => Command::UnparkOffer {
             offer: non_empty("offer_id", offer_id)?,
         },
+        Op::Launch(l) => decode_launch(l)?,
+        Op::Submit(Submit {
+            job,
+            key,
+            params,
+            position,
+            priority,
+        }) => Command::Submit {
+            job: non_empty("job", job)?,
+            key: non_empty("key", key)?,
+            params: object("params", params)?,
+            position: super::result::position("position", &position)?,
+            priority,
+        },
+        Op::Cancel(Cancel { process, key }) => Command::Cancel {
+            process: non_empty("process", process)?,
+            key: non_empty("key", key)?,
+        },
+        Op::ResetKey(ResetKey { process, key }) => Command::ResetKey {
+            process: non_empty("process", process)?,
+            key: non_empty("key", key)?,
+        },
     })
+}
+
+/// A launch names a process and keys, or a task — never both.
+fn decode_launch(l: Launch) -> Result<Command, DecodeError> {
+    match (l.process.is_empty(), l.task.is_empty()) {
+        (false, false) => Err(DecodeError::AtMostOne("`process` and `task`")),
+        (true, true) => Err(DecodeError::MissingField("process")),
+        (true, false) => {
+            if !l.keys.is_empty() || l.params.is_some() {
+                return Err(DecodeError::InvalidField {
+                    field: "task",
+                    reason: "a task launch takes `task_params`, not `keys` or `params`"
+                        .to_string(),
+                });
+            }
+            Ok(Command::LaunchTask {
+                task: l.task,
+                params: l.task_params.into_iter().collect(),
+            })
+        }
+        (false, true) => {
+            if l.keys.is_empty() {
+                return Err(DecodeError::MissingField("keys"));
+            }
+            if l.keys.iter().any(String::is_empty) {
+                return Err(DecodeError::InvalidField {
+                    field: "keys",
+                    reason: "a key is empty".to_string(),
+                });
+            }
+            Ok(Command::Launch {
+                process: l.process,
+                keys: l.keys,
+                params: object("params", l.params)?,
+                position: super::result::position("position", &l.position)?,
+                reset: l.reset,
+                source: Some(l.source).filter(|s| !s.is_empty()),
+            })
+        }
+    }
+}
+
+fn object(
+    field: &'static str,
+    s: Option<pbjson_types::Struct>,
+) -> Result<crate::offer::Body, DecodeError> {
+    match s {
+        Some(s) => body_from_struct(field, s),
+        None => Ok(crate::offer::Body::new()),
+    }
 }
 
 /// Encodes a `Command`, for the CLI and tests.
@@ -113,6 +190,55 @@ pub fn encode_command(command: &Command, format: Format) -> Vec<u8> {
         Command::ClearLast { task, param } => Op::ClearLast(ClearLast {
             task: task.clone(),
             param: param.as_ref().map(ToString::to_string),
+        }),
+        Command::Launch {
+            process,
+            keys,
+            params,
+            position,
+            reset,
+            source,
+        } => {
+            let m = Launch {
+                process: process.clone(),
+                keys: keys.clone(),
+                position: <&str>::from(*position).to_string(),
+                reset: *reset,
+                source: source.clone().unwrap_or_default(),
+                ..Default::default()
+            };
+            let fields = [(3, "params", JsonField::Struct(params))];
+            return encode_nested_with_json(LAUNCH, "launch", &m, &fields, format);
+        }
+        Command::LaunchTask { task, params } => Op::Launch(Launch {
+            task: task.clone(),
+            task_params: params.clone().into_iter().collect(),
+            ..Default::default()
+        }),
+        Command::Submit {
+            job,
+            key,
+            params,
+            position,
+            priority,
+        } => {
+            let m = Submit {
+                job: job.clone(),
+                key: key.clone(),
+                params: None,
+                position: <&str>::from(*position).to_string(),
+                priority: *priority,
+            };
+            let fields = [(3, "params", JsonField::Struct(params))];
+            return encode_nested_with_json(SUBMIT, "submit", &m, &fields, format);
+        }
+        Command::Cancel { process, key } => Op::Cancel(Cancel {
+            process: process.clone(),
+            key: key.clone(),
+        }),
+        Command::ResetKey { process, key } => Op::ResetKey(ResetKey {
+            process: process.clone(),
+            key: key.clone(),
         }),
     };
     encode(&v1::Command { op: Some(op) }, format)
@@ -167,6 +293,44 @@ mod tests {
                 when: None,
             },
             Command::UnparkOffer { offer: "o1".into() },
+            Command::Launch {
+                process: "payout".into(),
+                keys: vec!["u1".into(), "u/2#x".into()],
+                params: serde_json::json!({"amount": 5, "to": {"a": [1, 2.5]}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                position: crate::process::Position::Front,
+                reset: true,
+                source: Some("op:7".into()),
+            },
+            Command::Launch {
+                process: "payout".into(),
+                keys: vec!["u1".into()],
+                params: Default::default(),
+                position: crate::process::Position::Back,
+                reset: false,
+                source: None,
+            },
+            Command::LaunchTask {
+                task: "orders_daily".into(),
+                params: [("day".to_string(), "2024-06-01".to_string())].into(),
+            },
+            Command::Submit {
+                job: "send_tx".into(),
+                key: "u1".into(),
+                params: serde_json::json!({"to": "x"}).as_object().unwrap().clone(),
+                position: crate::process::Position::Front,
+                priority: Some(-3),
+            },
+            Command::Cancel {
+                process: "payout".into(),
+                key: "u1".into(),
+            },
+            Command::ResetKey {
+                process: "payout".into(),
+                key: "u1".into(),
+            },
         ]
     }
 

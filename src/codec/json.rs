@@ -117,6 +117,7 @@ mod tests {
     #[test]
     fn renders_either_encoding_alike() {
         let r = RunResult {
+            step: Default::default(),
             stage: Default::default(),
             run_id: "t#1".into(),
             pass: 3,

@@ -21,6 +21,7 @@ mod error;
 mod event;
 mod json;
 mod offer;
+mod process;
 mod result;
 mod run;
 mod structs;
@@ -39,8 +40,8 @@ pub use json::{to_json, MessageKind};
 pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{
-    decode_run_command, decode_stage_run_command, encode_run_command, encode_stage_run_command,
-    KIND_STAGE, KIND_TASK,
+    decode_run_command, decode_stage_run_command, decode_step_run_command, encode_run_command,
+    encode_stage_run_command, encode_step_run_command, KIND_STAGE, KIND_STEP, KIND_TASK,
 };
 pub use time::{timestamp_from_proto, timestamp_to_proto};
 pub use wire::{is_json, Format};

@@ -1,10 +1,13 @@
 //! `RunResult`: a worker's reply, from `reactor.results`.
 
 use super::error::{non_empty, DecodeError};
-use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
+use super::structs::{
+    body_from_struct, encode_with_json, json_from_value, struct_from_body, JsonField,
+};
 use super::time::{optional_ts, timestamp_to_proto};
 use super::wire::{decode, Format};
-use crate::engine::{RunResult, StageReply, TimerChange, Update};
+use crate::engine::{RunResult, StageReply, StepReply, TimerChange, Update};
+use crate::process::{NextJob, Position};
 use crate::proto::v1;
 use crate::run::Status;
 
@@ -47,6 +50,20 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         (None, true) => Some(TimerChange::Clear),
         (Some(_), true) => return Err(DecodeError::AtMostOne("`timer` and `clear_timer`")),
     };
+    let next = m
+        .next
+        .into_iter()
+        .map(|n| {
+            Ok(NextJob {
+                job: non_empty("next.job", n.job)?,
+                params: n
+                    .params
+                    .map(|p| body_from_struct("next.params", p))
+                    .transpose()?,
+                position: position("next.position", &n.position)?,
+            })
+        })
+        .collect::<Result<Vec<_>, DecodeError>>()?;
     Ok(RunResult {
         run_id: non_empty("run_id", m.run_id)?,
         pass: m.pass,
@@ -58,7 +75,26 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
             state,
             timer,
         },
+        step: StepReply {
+            output: m
+                .output
+                .map(|o| body_from_struct("output", o))
+                .transpose()?,
+            next,
+            goal_reached: m.goal_reached,
+        },
     })
+}
+
+/// `front` or `back`; empty is `back`.
+pub(super) fn position(field: &'static str, text: &str) -> Result<Position, DecodeError> {
+    match text {
+        "" => Ok(Position::Back),
+        text => text.parse().map_err(|_| DecodeError::InvalidField {
+            field,
+            reason: format!("`{text}`: write `front` or `back`"),
+        }),
+    }
 }
 
 /// Encodes a `RunResult`, for workers, demo producers and tests.
@@ -82,6 +118,17 @@ pub fn encode_run_result(result: &RunResult, reply_key: &str, format: Format) ->
             _ => None,
         },
         clear_timer: stage.timer == Some(TimerChange::Clear),
+        next: result
+            .step
+            .next
+            .iter()
+            .map(|n| v1::NextJob {
+                job: n.job.clone(),
+                params: n.params.as_ref().map(struct_from_body),
+                position: <&str>::from(n.position).to_string(),
+            })
+            .collect(),
+        goal_reached: result.step.goal_reached,
         ..Default::default()
     };
     let mut fields = Vec::new();
@@ -92,6 +139,9 @@ pub fn encode_run_result(result: &RunResult, reply_key: &str, format: Format) ->
     }
     if let Some(state) = stage.state.as_ref().filter(|s| !s.is_null()) {
         fields.push((13, "state", JsonField::Value(state)));
+    }
+    if let Some(output) = &result.step.output {
+        fields.push((20, "output", JsonField::Struct(output)));
     }
     encode_with_json(&m, &fields, format)
 }
@@ -105,6 +155,7 @@ mod tests {
     fn results() -> [RunResult; 2] {
         [
             RunResult {
+                step: Default::default(),
                 stage: Default::default(),
                 run_id: "orders_daily#7".into(),
                 pass: 12,
@@ -112,6 +163,7 @@ mod tests {
                 error: None,
             },
             RunResult {
+                step: Default::default(),
                 stage: Default::default(),
                 run_id: "orders_daily#7".into(),
                 pass: u64::MAX,

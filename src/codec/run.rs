@@ -6,7 +6,7 @@ use super::error::{non_empty, DecodeError};
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
 use super::time::{proto_map, required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
-use crate::action::{RunCommand, StageRunCommand};
+use crate::action::{RunCommand, StageRunCommand, StepRunCommand};
 use crate::offer::Body;
 use crate::proto::v1;
 
@@ -15,6 +15,73 @@ pub const KIND_TASK: &str = "task";
 
 /// `RunCommand.kind` of a stage run.
 pub const KIND_STAGE: &str = "stage";
+
+/// `RunCommand.kind` of a process step (or a submitted job).
+pub const KIND_STEP: &str = "step";
+
+/// Encodes a step run command. The reply key is the business key, so that
+/// the result reaches the partition that owns the key. Parameters and
+/// context are written canonically.
+pub fn encode_step_run_command(
+    command: &StepRunCommand,
+    reply_topic: &str,
+    issued_at: Timestamp,
+    format: Format,
+) -> Vec<u8> {
+    let m = v1::RunCommand {
+        run_id: command.run_id.clone(),
+        kind: KIND_STEP.to_string(),
+        attempt: command.attempt,
+        pass: command.pass,
+        deadline: Some(timestamp_to_proto(command.deadline)),
+        reply_topic: reply_topic.to_string(),
+        reply_key: command.key.clone(),
+        issued_at: Some(timestamp_to_proto(issued_at)),
+        process: command.process.clone(),
+        key: command.key.clone(),
+        instance: command.instance.clone(),
+        step: command.step,
+        job: command.job.clone(),
+        source: command.source.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let fields = [
+        (35, "args", JsonField::Struct(&command.params)),
+        (36, "context", JsonField::Struct(&command.context)),
+    ];
+    encode_with_json(&m, &fields, format)
+}
+
+/// Decodes a step run command as a job worker sees it (protobuf or JSON).
+/// `kind` must be `step`; absent `args` and `context` read as `{}`.
+pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeError> {
+    let m: v1::RunCommand = decode(bytes)?;
+    if m.kind != KIND_STEP {
+        return Err(DecodeError::InvalidField {
+            field: "kind",
+            reason: format!("expected `{KIND_STEP}`, got `{}`", m.kind),
+        });
+    }
+    let object = |field, s: Option<pbjson_types::Struct>| match s {
+        Some(s) => body_from_struct(field, s),
+        None => Ok(Body::new()),
+    };
+    Ok(StepRunCommand {
+        process: non_empty("process", m.process)?,
+        key: non_empty("key", m.key)?,
+        instance: non_empty("instance", m.instance)?,
+        step: m.step,
+        job: non_empty("job", m.job)?,
+        run_id: non_empty("run_id", m.run_id)?,
+        attempt: m.attempt,
+        pass: m.pass,
+        params: object("args", m.args)?,
+        context: object("context", m.context)?,
+        deadline: required_ts("deadline", m.deadline.as_ref())?,
+        source: Some(m.source).filter(|s| !s.is_empty()),
+        topic: String::new(),
+    })
+}
 
 /// Encodes a run command with where to reply and when it was issued.
 pub fn encode_run_command(

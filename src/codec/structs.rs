@@ -45,17 +45,16 @@ pub(super) fn json_from_value(
     Ok(json)
 }
 
-/// `body` as a `Struct`, for messages built in memory (tests). Encoders use
-/// [`encode_with_json`].
-#[cfg(test)]
+/// `body` as a `Struct`, for messages built in memory (tests, and the
+/// repeated `next` of a result, which workers write and whose byte order
+/// does not matter). Reactor's own outputs use [`encode_with_json`].
 pub(super) fn struct_from_body(body: &Body) -> pbjson_types::Struct {
     body.iter()
         .map(|(k, v)| (k.clone(), value_from_json(v)))
         .collect()
 }
 
-/// `json` as a `Value`, for messages built in memory (tests).
-#[cfg(test)]
+/// `json` as a `Value`, for messages built in memory.
 pub(super) fn value_from_json(json: &Json) -> pbjson_types::Value {
     let kind = match json {
         Json::Null => Kind::NullValue(0),

@@ -173,6 +173,7 @@ fn workers(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         sleep_unless(&stop, Duration::from_millis(300 + seed % 900));
         let ok = seed % 10 != 0;
         let result = RunResult {
+            step: Default::default(),
             stage: Default::default(),
             run_id: run.run_id.clone(),
             pass: run.pass,

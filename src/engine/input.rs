@@ -3,8 +3,11 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::ctl::ParamName;
 use crate::offer::{Body, OfferChange};
+use crate::process::{NextJob, Position};
 use crate::run::Status;
 
 /// One input of [`super::Engine::apply`].
@@ -25,6 +28,23 @@ pub enum Input {
     Command(Command),
     /// An offer changed outside Reactor.
     Offer(OfferChange),
+    /// A record on a topic a process launches on (`on`).
+    Record(EventRecord),
+}
+
+/// A record on a topic named by a process's `on`, as launch expressions see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// The topic.
+    pub topic: String,
+    /// The record key (UTF-8; empty when absent).
+    #[serde(default)]
+    pub key: String,
+    /// The value as JSON (`record` in CEL).
+    pub value: serde_json::Value,
+    /// Headers with UTF-8 values (`headers` in CEL).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// A worker's reply to a run command.
@@ -42,6 +62,30 @@ pub struct RunResult {
     /// What a stage worker returns with a success (empty for tasks).
     #[serde(default, skip_serializing_if = "StageReply::is_empty")]
     pub stage: StageReply,
+    /// What a job worker returns with a success (empty for tasks and stages).
+    #[serde(default, skip_serializing_if = "StepReply::is_empty")]
+    pub step: StepReply,
+}
+
+/// The step part of a result: what a successful step adds to its instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepReply {
+    /// Merged into the instance's context (JSON merge patch), passed to later steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Body>,
+    /// Jobs added to the instance's chain, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next: Vec<NextJob>,
+    /// The key's goal is reached (`reuse = "until_reset"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub goal_reached: bool,
+}
+
+impl StepReply {
+    /// Nothing step-specific was said.
+    pub fn is_empty(&self) -> bool {
+        *self == StepReply::default()
+    }
 }
 
 impl RunResult {
@@ -53,6 +97,7 @@ impl RunResult {
             status,
             error: None,
             stage: StageReply::default(),
+            step: StepReply::default(),
         }
     }
 }
@@ -160,6 +205,64 @@ pub enum Command {
         /// Offer id.
         offer: String,
     },
+    /// Launch a process for each of `keys` (a block, in list order).
+    Launch {
+        /// The process.
+        process: String,
+        /// The business keys.
+        keys: Vec<String>,
+        /// Launch parameters.
+        #[serde(default)]
+        params: Body,
+        /// Where the first steps enter their job queue.
+        #[serde(default)]
+        position: Position,
+        /// Clear each key's goal first.
+        #[serde(default)]
+        reset: bool,
+        /// What caused it (`op:ID` …).
+        #[serde(default)]
+        source: Option<String>,
+    },
+    /// Run a task now with parameters, under its `conflict` policy.
+    LaunchTask {
+        /// Task id.
+        task: String,
+        /// Parameters added to the task's own for this run.
+        #[serde(default)]
+        params: BTreeMap<String, String>,
+    },
+    /// Submit a job for a key: a one-step instance, queued behind the key's
+    /// other jobs.
+    Submit {
+        /// The job.
+        job: String,
+        /// The business key.
+        key: String,
+        /// Its parameters.
+        #[serde(default)]
+        params: Body,
+        /// Front or back of the job's queue (and of the key's waiting jobs).
+        #[serde(default)]
+        position: Position,
+        /// Queue priority (default 0).
+        #[serde(default)]
+        priority: Option<i64>,
+    },
+    /// Cancel a key's active instance (or, with none, its waiting launches).
+    Cancel {
+        /// The process (or a submitted job's name).
+        process: String,
+        /// The key.
+        key: String,
+    },
+    /// Clear a key's goal so `reuse = "until_reset"` allows a new instance.
+    ResetKey {
+        /// The process.
+        process: String,
+        /// The key.
+        key: String,
+    },
 }
 
 /// What a command is about: where it is routed.
@@ -171,6 +274,10 @@ pub enum Target<'a> {
     Offer(&'a str),
     /// The shard that received it (a rescan: one command per partition).
     Shard,
+    /// Process keys (routed by key; a launch for several is split by owner).
+    Keys(&'a [String]),
+    /// One process key (routed by key).
+    Key(&'a str),
 }
 
 impl Command {
@@ -185,6 +292,11 @@ impl Command {
                 Target::Offer(offer)
             }
             Command::Rescan { .. } => Target::Shard,
+            Command::LaunchTask { task, .. } => Target::Task(task),
+            Command::Launch { keys, .. } => Target::Keys(keys),
+            Command::Submit { key, .. }
+            | Command::Cancel { key, .. }
+            | Command::ResetKey { key, .. } => Target::Key(key),
         }
     }
 }

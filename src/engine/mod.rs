@@ -8,6 +8,7 @@
 
 mod input;
 mod offers;
+mod processes;
 mod tasks;
 
 use jiff::Timestamp;
@@ -17,7 +18,11 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
 use crate::ctl::ParamName;
 
-pub use input::{Command, Input, RunResult, StageReply, Target, TimerChange, Update};
+pub use input::{
+    Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
+};
+pub use processes::launch::{event_launches, EventLaunch, ON_VARIABLES, WHEN_VARIABLES};
+pub use processes::{JobStats, KeyView};
 pub use offers::{is_stage_run_id, parse_stage_run_id};
 pub use offers::{OfferCounters, OfferView, SlotView, StageStats, RESCAN_CHUNK};
 pub use tasks::{PoolStats, Stats, TaskSummary, TaskView};
@@ -55,12 +60,26 @@ pub(crate) fn bug(what: impl std::fmt::Display) -> Error {
     Error::Invariant(what.to_string())
 }
 
-/// The state machine of one shard: its tasks and its offers.
+/// What a run belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum RunKind {
+    /// A task run, `TASK#SEQ`.
+    Task,
+    /// A stage run, `STAGE/OFFER#SEQ`.
+    Stage,
+    /// A process step or submitted job, `PROCESS/KEY#N.STEP#SEQ`.
+    Step,
+}
+
+/// The state machine of one shard: its tasks, its offers, its process keys.
 #[derive(Debug, Clone)]
 pub struct Engine {
     tasks: tasks::Tasks,
     /// The offers of the shard's partition and their stages.
     offers: offers::Offers,
+    /// The process keys of the shard's partition and the job queues.
+    processes: processes::Processes,
 }
 
 impl Engine {
@@ -75,6 +94,7 @@ impl Engine {
         Engine {
             tasks: tasks::Tasks::new(config, owns),
             offers: offers::Offers::new(config),
+            processes: processes::Processes::new(config),
         }
     }
 
@@ -82,6 +102,7 @@ impl Engine {
     /// `max_parallelism` and `rate_limit` are split evenly across partitions.
     pub fn set_partition(&mut self, index: u32, count: u32) {
         self.offers.set_partition(index, count);
+        self.processes.set_partition(index, count);
     }
 
     /// Rebuilds a shard from the changelog records it emitted (in order; last
@@ -114,10 +135,27 @@ impl Engine {
                     engine.offers.restore_rescan(record.key, value);
                 }
                 Store::Task => engine.tasks.restore(&record)?,
+                Store::Process => {
+                    let value = match &record.value {
+                        Some(Value::Process(r)) => Some(r.as_ref()),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.processes.restore_key(&record.key, value);
+                }
+                Store::Schedule => {
+                    let value = match &record.value {
+                        Some(Value::Schedule(r)) => Some(r),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.processes.restore_schedule(&record.key, value);
+                }
             }
         }
         engine.tasks.rebuild_derived()?;
         engine.offers.rebuild_derived();
+        engine.processes.rebuild_derived()?;
         Ok(engine)
     }
 
@@ -133,7 +171,7 @@ impl Engine {
             e.tasks.start(now)?;
             e.tasks.drain(out);
             e.offers.start(now, out);
-            Ok(())
+            e.processes.start(now, out)
         })
     }
 
@@ -150,16 +188,67 @@ impl Engine {
                 param,
                 value,
             } => e.tasks.apply_ctl(&entity, &param, value, now),
-            Input::Result(result) if offers::is_stage_run_id(&result.run_id) => {
-                e.offers.on_result(result, now)
-            }
-            Input::Result(result) => e.tasks.on_result(result, now),
-            Input::Command(command) => match command.target() {
-                Target::Task(_) => e.tasks.on_command(command, now),
-                Target::Offer(_) | Target::Shard => e.offers.on_command(command, now),
+            Input::Result(result) => match e.run_kind(&result.run_id) {
+                RunKind::Step => e.processes.on_result(result, now),
+                RunKind::Stage => e.offers.on_result(result, now),
+                RunKind::Task => e.tasks.on_result(result, now),
             },
+            Input::Command(command) => e.on_command(command, now),
             Input::Offer(change) => e.offers.on_change(change, now),
+            Input::Record(record) => {
+                let (launches, failures) = e.processes.launches_for(&record, now);
+                e.processes.reject_event_launches(&record, failures);
+                for (process, key, launch) in launches {
+                    e.processes.launch(&process, &[key], &launch, now)?;
+                }
+                Ok(())
+            }
         })
+    }
+
+    fn on_command(&mut self, command: Command, now: Timestamp) -> Result<(), Error> {
+        match command {
+            Command::Launch {
+                process,
+                keys,
+                params,
+                position,
+                reset,
+                source,
+            } => {
+                let launch = crate::process::Launch {
+                    params,
+                    position,
+                    reset,
+                    source,
+                    at: now,
+                    ..Default::default()
+                };
+                self.processes.launch(&process, &keys, &launch, now)
+            }
+            Command::Submit {
+                job,
+                key,
+                params,
+                position,
+                priority,
+            } => {
+                let launch = crate::process::Launch {
+                    params,
+                    position,
+                    priority,
+                    at: now,
+                    ..Default::default()
+                };
+                self.processes.submit(&job, &key, &launch, now)
+            }
+            Command::Cancel { process, key } => self.processes.cancel(&process, &key, now),
+            Command::ResetKey { process, key } => self.processes.reset_key(&process, &key),
+            command => match command.target() {
+                Target::Task(_) => self.tasks.on_command(command, now),
+                _ => self.offers.on_command(command, now),
+            },
+        }
     }
 
     /// Applies a CTL change: the hot path, touching only the tasks that
@@ -178,7 +267,8 @@ impl Engine {
     pub fn tick(&mut self, now: Timestamp) -> Result<Vec<Action>, Error> {
         self.step(now, |e, _| {
             e.tasks.tick(now)?;
-            e.offers.tick(now)
+            e.offers.tick(now)?;
+            e.processes.tick(now, &e.offers)
         })
     }
 
@@ -196,6 +286,7 @@ impl Engine {
         let done = work(self, &mut out).and_then(|()| {
             self.tasks.drain(&mut out);
             self.offers.finish(now, &mut out)?;
+            self.processes.finish(now, &mut out)?;
             self.tasks.finish(now, &mut out)
         });
         match done {
@@ -203,6 +294,7 @@ impl Engine {
             Err(e) => {
                 self.tasks.abandon();
                 self.offers.abandon();
+                self.processes.abandon();
                 Err(e)
             }
         }
@@ -210,10 +302,14 @@ impl Engine {
 
     /// The earliest armed deadline: when [`Engine::tick`] next has work.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        match (self.tasks.next_deadline(), self.offers.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.tasks.next_deadline(),
+            self.offers.next_deadline(),
+            self.processes.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Number of offers in this shard.
@@ -244,6 +340,51 @@ impl Engine {
     /// Offer-side counters.
     pub fn offer_counters(&self) -> OfferCounters {
         self.offers.counters()
+    }
+
+    /// A process key's record, if this shard has it.
+    pub fn process_view(&self, process: &str, key: &str) -> Option<KeyView> {
+        self.processes.view(process, key)
+    }
+
+    /// The step run in flight of `process`'s active instance for `key`:
+    /// `(run id, pass)`.
+    pub fn step_run(&self, process: &str, key: &str) -> Option<(String, u64)> {
+        self.processes.current_run(process, key)
+    }
+
+    /// Queue depths and running counts per job.
+    pub fn job_stats(&self) -> Vec<JobStats> {
+        self.processes.job_stats()
+    }
+
+    /// Active instances per process.
+    pub fn active_instances(&self) -> Vec<(String, usize)> {
+        self.processes.active_counts()
+    }
+
+    /// What a run id names: a process step (its prefix is a process or job
+    /// of this configuration), a stage run, or a task run. The one routing
+    /// rule for results.
+    pub fn run_kind(&self, run_id: &str) -> RunKind {
+        if self.processes.owns_run(run_id) {
+            RunKind::Step
+        } else if offers::is_stage_run_id(run_id) {
+            RunKind::Stage
+        } else {
+            RunKind::Task
+        }
+    }
+
+    /// Whether `name` is a configured process or job.
+    pub fn has_process(&self, name: &str) -> bool {
+        self.processes.has_process(name)
+    }
+
+    /// The launches a record on an `on` topic asks for (the router sends
+    /// each to the shard owning its key), with the expression failures.
+    pub fn launches_for(&self, record: &EventRecord, now: Timestamp) -> (Vec<EventLaunch>, Vec<(String, String)>) {
+        self.processes.launches_for(record, now)
     }
 
     /// Number of tasks this shard owns.
@@ -285,6 +426,7 @@ impl Engine {
     pub fn snapshot(&self) -> Vec<ChangelogRecord> {
         let mut records = self.tasks.snapshot();
         records.extend(self.offers.snapshot());
+        records.extend(self.processes.snapshot());
         records
     }
 }

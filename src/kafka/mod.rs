@@ -1,7 +1,6 @@
 //! The Kafka edge: client configuration, topic checks and creation, key
 //! partitioning and changelog reads. Errors carry topic, partition and offset.
 
-pub mod partitioner;
 pub mod restore;
 pub mod topics;
 
@@ -10,7 +9,7 @@ use std::collections::BTreeMap;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-pub use partitioner::partition_for;
+pub use crate::router::partition_for;
 
 /// What went wrong talking to Kafka.
 #[derive(Debug, thiserror::Error)]

@@ -114,8 +114,10 @@ impl Runtime {
         let now = self.now();
         let settings = &self.options.config.kafka;
         let shard = self.shards.get_mut(&p).expect("checked above");
-        let result = match &input {
-            Input::Result(r) => Some(r.clone()),
+        let success = match &input {
+            Input::Result(r) if r.status == crate::run::Status::Succeeded => {
+                Some((shard.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
+            }
             _ => None,
         };
         let actions = match shard.engine.apply(input, now) {
@@ -123,8 +125,8 @@ impl Runtime {
             Err(e) => return self.engine_failed(p, m, &e),
         };
         metrics::record_actions(p, &actions);
-        if let Some(result) = result {
-            metrics::record_result(&result, &actions);
+        if let Some((kind, run_id, pass)) = success {
+            metrics::record_success(kind, &run_id, pass, &actions);
         }
         if let Some(at) = input_time(m) {
             metrics::record_dispatch_latency(&actions, at, now);

@@ -47,6 +47,20 @@ pub fn encode(
                 )),
                 headers: Vec::new(),
             },
+            Action::StepRun(run) => OutRecord {
+                topic: run.topic.clone(),
+                partition: None,
+                // Keyed by the business key: the worker's reply (keyed alike)
+                // comes back to the partition that owns the key.
+                key: run.key.as_bytes().to_vec(),
+                payload: Some(codec::encode_step_run_command(
+                    run,
+                    &topics.results,
+                    now,
+                    settings.formats.runs,
+                )),
+                headers: Vec::new(),
+            },
             Action::OfferState(state) => OutRecord {
                 topic: topics.offer_state.clone(),
                 partition: None,

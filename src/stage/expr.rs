@@ -161,6 +161,127 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// Evaluates over named JSON variables (and `now`): the form process
+    /// expressions use (`when` over `key`, `params`, `last`, `context`;
+    /// `on` over `record`, `headers`).
+    pub fn eval_with(
+        &self,
+        vars: &[(&str, &serde_json::Value)],
+        now: Timestamp,
+    ) -> Result<Value, Error> {
+        let mut ctx = Context::with_env(Arc::clone(env()));
+        for (name, value) in vars {
+            ctx.add_variable_from_value(*name, to_cel(value));
+        }
+        ctx.add_variable_from_value("now", timestamp(now));
+        self.program
+            .execute(&ctx)
+            .map_err(|e| Error::Eval(e.to_string()))
+    }
+
+    /// [`Expr::eval_with`] giving a bool.
+    pub fn eval_bool_with(
+        &self,
+        vars: &[(&str, &serde_json::Value)],
+        now: Timestamp,
+    ) -> Result<bool, Error> {
+        match self.eval_with(vars, now)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(Error::Type {
+                expected: "a bool",
+                got: type_name(&other),
+            }),
+        }
+    }
+
+    /// [`Expr::eval_with`] giving a non-empty string (a business key);
+    /// integers are written in decimal.
+    pub fn eval_string_with(
+        &self,
+        vars: &[(&str, &serde_json::Value)],
+        now: Timestamp,
+    ) -> Result<String, Error> {
+        let text = match self.eval_with(vars, now)? {
+            Value::String(s) => s.to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::UInt(u) => u.to_string(),
+            other => {
+                return Err(Error::Type {
+                    expected: "a string",
+                    got: type_name(&other),
+                })
+            }
+        };
+        if text.is_empty() {
+            return Err(Error::Type {
+                expected: "a non-empty string",
+                got: "an empty string".to_string(),
+            });
+        }
+        Ok(text)
+    }
+
+    /// [`Expr::eval_with`] giving a map with string keys, as a JSON object.
+    pub fn eval_object_with(
+        &self,
+        vars: &[(&str, &serde_json::Value)],
+        now: Timestamp,
+    ) -> Result<Body, Error> {
+        match from_cel(self.eval_with(vars, now)?)? {
+            serde_json::Value::Object(map) => Ok(map),
+            other => Err(Error::Type {
+                expected: "a map",
+                got: format!("{other}"),
+            }),
+        }
+    }
+}
+
+/// CEL to JSON, for values an expression computes (parameters): maps need
+/// string keys; timestamps become RFC 3339 strings, durations seconds.
+fn from_cel(value: Value) -> Result<serde_json::Value, Error> {
+    use serde_json::Value as J;
+    Ok(match value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(b),
+        Value::Int(i) => J::from(i),
+        Value::UInt(u) => J::from(u),
+        Value::Float(f) => serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+        Value::String(s) => J::String(s.to_string()),
+        Value::List(items) => J::Array(
+            items
+                .iter()
+                .cloned()
+                .map(from_cel)
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(map) => {
+            let mut out = serde_json::Map::new();
+            let mut entries: Vec<_> = map.map.iter().collect();
+            entries.sort_by_key(|(k, _)| format!("{k:?}"));
+            for (k, v) in entries {
+                let cel::objects::Key::String(k) = k else {
+                    return Err(Error::Type {
+                        expected: "a map with string keys",
+                        got: format!("key {k:?}"),
+                    });
+                };
+                out.insert(k.to_string(), from_cel(v.clone())?);
+            }
+            J::Object(out)
+        }
+        Value::Timestamp(t) => J::String(t.to_rfc3339()),
+        Value::Duration(d) => J::from(d.num_seconds()),
+        other => {
+            return Err(Error::Type {
+                expected: "JSON data",
+                got: type_name(&other),
+            })
+        }
+    })
+}
+
 /// One offer version converted for CEL once, then shared by every
 /// expression evaluated on it.
 pub struct Scope {

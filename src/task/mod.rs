@@ -57,4 +57,13 @@ pub struct TaskRecord {
     /// Pause once the current run ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pause_requested: bool,
+    /// Launched (run now) with these parameters; the trigger is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<BTreeMap<String, String>>,
+    /// A launch waiting for the run in flight to end (`conflict = "queue"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub again: Option<BTreeMap<String, String>>,
+    /// When the cron `schedule` next fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron_at: Option<Timestamp>,
 }

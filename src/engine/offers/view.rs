@@ -143,3 +143,31 @@ impl Offers {
             .collect()
     }
 }
+
+impl crate::engine::processes::schedule::OfferSource for Offers {
+    fn scan(
+        &self,
+        after: Option<&str>,
+        n: usize,
+        now: Timestamp,
+        f: &mut dyn FnMut(&str, &crate::stage::expr::Scope),
+    ) -> (Option<String>, bool) {
+        use std::ops::Bound;
+        let from = match after {
+            Some(id) => Bound::Excluded(id.to_string()),
+            None => Bound::Unbounded,
+        };
+        let mut last = None;
+        let mut seen = 0;
+        for (id, rt) in self.map.range::<String, _>((from, Bound::Unbounded)).take(n) {
+            seen += 1;
+            last = Some(id.clone());
+            if rt.deleted {
+                continue;
+            }
+            let scope = crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            f(id, &scope);
+        }
+        (last, seen < n)
+    }
+}

@@ -43,6 +43,10 @@ struct TaskDef {
     expect_every: Option<Duration>,
     params: BTreeMap<String, String>,
     topic: Option<String>,
+    /// A cron `schedule` that launches the task.
+    schedule: Option<crate::cron::Cron>,
+    /// What a `launch` does while the task is queued or running.
+    conflict: crate::process::Conflict,
 }
 
 /// A task's runtime state (parameters by id).
@@ -58,6 +62,13 @@ struct TaskRt {
     sla_due: Option<Timestamp>,
     hold: Option<Hold>,
     pause_requested: bool,
+    /// Launched (run now): its parameters; the trigger is not checked. Kept
+    /// through retries until the run succeeds or dies.
+    launch: Option<BTreeMap<String, String>>,
+    /// A launch that came while running, under `conflict = "queue"`.
+    again: Option<BTreeMap<String, String>>,
+    /// When the task's cron `schedule` next fires.
+    cron_at: Option<Timestamp>,
     /// Changed in the current step; not part of the record.
     dirty: bool,
 }
@@ -94,6 +105,8 @@ enum TimerKind {
     Hold,
     /// The staleness SLA is due.
     Sla,
+    /// The cron `schedule` fires.
+    Cron,
 }
 
 /// The run slot's view of one task's timers.
@@ -204,6 +217,8 @@ impl Tasks {
                     expect_every: t.expect_every,
                     params: t.params.clone(),
                     topic: t.topic.clone(),
+                    schedule: t.schedule.clone(),
+                    conflict: t.conflict,
                 },
                 rt: TaskRt::default(),
             });
@@ -269,6 +284,14 @@ impl Tasks {
                 task.rt.sla_due = Some(due);
                 self.timers.arm(due, (TimerKind::Sla, i));
                 self.mark(i)?;
+            }
+            let task = self.task_mut(i)?;
+            if let (Some(cron), None) = (&task.def.schedule, task.rt.cron_at) {
+                if let Some(at) = cron.next_after(now, &task.def.tz) {
+                    task.rt.cron_at = Some(at);
+                    self.timers.arm(at, (TimerKind::Cron, i));
+                    self.mark(i)?;
+                }
             }
             self.consider(i, now)?;
         }
@@ -481,6 +504,9 @@ impl Tasks {
             rt.slot.rearm(&mut TaskAlarms { timers, task: i });
             if let Some(at) = rt.sla_due {
                 timers.arm(at, (TimerKind::Sla, i));
+            }
+            if let Some(at) = rt.cron_at {
+                timers.arm(at, (TimerKind::Cron, i));
             }
         }
         Ok(())

@@ -32,6 +32,9 @@ impl Tasks {
             sla_due: rt.sla_due,
             hold: rt.hold,
             pause_requested: rt.pause_requested,
+            launch: rt.launch.clone(),
+            again: rt.again.clone(),
+            cron_at: rt.cron_at,
         };
         Ok(ChangelogRecord {
             store: Store::Task,
@@ -64,6 +67,9 @@ impl Tasks {
             sla_due: r.sla_due,
             hold: r.hold,
             pause_requested: r.pause_requested,
+            launch: r.launch.clone(),
+            again: r.again.clone(),
+            cron_at: r.cron_at,
             dirty: false,
         })
     }

@@ -4,7 +4,10 @@
 use jiff::Timestamp;
 
 use super::{Tasks, TimerKind};
+use std::collections::BTreeMap;
+
 use crate::action::{Action, Event, RunCommand, Subject};
+use crate::process::Conflict;
 use crate::ctl::{CtlTable, ParamId};
 use crate::engine::input::{Command, RunResult};
 use crate::engine::{bug, Error};
@@ -75,7 +78,8 @@ impl Tasks {
             }
             self.pool_mut(pool)?.queue.pop();
             self.task_mut(i)?.rt.queued_at = None;
-            if self.eval(i, now)? {
+            // A launched task runs now: its trigger is not asked.
+            if self.task(i)?.rt.launch.is_some() || self.eval(i, now)? {
                 self.dispatch(i, now)?;
             } else {
                 self.set_state(i, TaskState::Idle, now)?;
@@ -142,7 +146,14 @@ impl Tasks {
                 .iter()
                 .map(|&(p, v)| (self.table.name(p).to_string(), v))
                 .collect(),
-            params: def.params.clone(),
+            params: match &rt.launch {
+                None => def.params.clone(),
+                Some(extra) => {
+                    let mut params = def.params.clone();
+                    params.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    params
+                }
+            },
             deadline: run.deadline,
             key: self.pool(def.pool)?.name.clone(),
             topic: def.topic.clone(),
@@ -215,6 +226,7 @@ impl Tasks {
         }
         rt.slot.succeeded();
         rt.last_success = Some(now);
+        rt.launch = rt.again.take();
         if let Some(every) = every {
             let due = add(now, every.get());
             let old = rt.sla_due.replace(due);
@@ -234,7 +246,87 @@ impl Tasks {
             return self.set_state(i, TaskState::Paused, now);
         }
         enter(self, i, state, now)?;
+        if state == TaskState::Idle && self.task(i)?.rt.launch.is_some() {
+            return self.queue(i, now);
+        }
         self.consider(i, now)
+    }
+
+    /// Queues task `i` in its pool (it is idle or waking).
+    fn queue(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+        let (pool, priority) = {
+            let def = &self.task(i)?.def;
+            (def.pool, def.priority)
+        };
+        self.set_state(i, TaskState::Queued, now)?;
+        self.task_mut(i)?.rt.queued_at = Some(now);
+        self.pool_mut(pool)?.queue.push(priority, now, i);
+        self.release_hold(i)?;
+        self.pending(pool)
+    }
+
+    /// `launch`: run the task now with `params`, under its `conflict`.
+    pub(in crate::engine) fn launch(
+        &mut self,
+        task: &str,
+        params: BTreeMap<String, String>,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some(&i) = self.by_id.get(task) else {
+            self.out.push(Action::Event(Event::CommandRejected {
+                subject: Subject::task(task),
+                reason: "unknown task".to_string(),
+            }));
+            return Ok(());
+        };
+        let (task, mut alarms) = self.slot_mut(i)?;
+        let conflict = task.def.conflict;
+        let (pool, priority) = (task.def.pool, task.def.priority);
+        let id = task.def.id.clone();
+        let rejected = |this: &mut Tasks| {
+            this.out.push(Action::Event(Event::LaunchRejected {
+                subject: Subject::task(&id),
+                reason: crate::process::Refusal::Active.as_str().to_string(),
+                error: None,
+            }));
+            Ok(())
+        };
+        match (task.rt.slot.phase, conflict) {
+            (TaskState::Paused, _) => {
+                self.out.push(Action::Event(Event::CommandRejected {
+                    subject: Subject::task(&id),
+                    reason: "the task is paused".to_string(),
+                }));
+                Ok(())
+            }
+            (TaskState::Queued | TaskState::Running, Conflict::Reject) => rejected(self),
+            (TaskState::Queued, _) => {
+                task.rt.launch = Some(params);
+                self.mark(i)
+            }
+            (TaskState::Running, Conflict::Queue) => {
+                task.rt.again = Some(params);
+                self.mark(i)
+            }
+            (TaskState::Running, Conflict::Replace) => {
+                // The run in flight is dropped: its late result is not current.
+                task.rt.launch = Some(params);
+                task.rt.slot.end(&mut alarms);
+                let p = self.pool_mut(pool)?;
+                p.running = p.running.saturating_sub(1);
+                self.producer_finished(i, false)?;
+                enter(self, i, TaskState::Idle, now)?;
+                self.queue(i, now)
+            }
+            (_, _) => {
+                // Idle, waiting for a retry, or dead: run now.
+                task.rt.launch = Some(params);
+                task.rt.slot.set_wake(None, &mut alarms);
+                let _ = priority;
+                enter(self, i, TaskState::Idle, now)?;
+                self.queue(i, now)
+            }
+        }
     }
 
     fn fail(&mut self, i: u32, error: String, now: Timestamp) -> Result<(), Error> {
@@ -246,6 +338,9 @@ impl Tasks {
             .slot
             .failed(error.clone(), &task.def.run.retry, now, &mut alarms);
         let state = task.rt.slot.phase;
+        if state == TaskState::Dead {
+            task.rt.launch = task.rt.again.take();
+        }
         let event = failure.event(
             Subject::task(&task.def.id),
             task.rt.slot.last_run_id(&task.def.id),
@@ -298,9 +393,31 @@ impl Tasks {
             TimerKind::Wake => {
                 if self.task_mut(i)?.rt.slot.woke(at) {
                     enter(self, i, TaskState::Idle, now)?;
+                    if self.task(i)?.rt.launch.is_some() {
+                        return self.queue(i, now);
+                    }
                     self.consider(i, now)?;
                 }
                 Ok(())
+            }
+            TimerKind::Cron => {
+                let task = self.task_mut(i)?;
+                if task.rt.cron_at != Some(at) {
+                    return Ok(());
+                }
+                // Firings missed while no shard ran collapse into this one.
+                let next = task
+                    .def
+                    .schedule
+                    .as_ref()
+                    .and_then(|c| c.next_after(at.max(now), &task.def.tz));
+                task.rt.cron_at = next;
+                if let Some(next) = next {
+                    self.timers.arm(next, (TimerKind::Cron, i));
+                }
+                self.mark(i)?;
+                let id = self.task(i)?.def.id.clone();
+                self.launch(&id, BTreeMap::new(), now)
             }
             TimerKind::Hold => {
                 if self.task(i)?.rt.hold.is_some_and(|h| h.until == at) {
@@ -350,6 +467,10 @@ impl Tasks {
             return Ok(());
         };
         match command {
+            Command::LaunchTask { params, .. } => {
+                let id = self.task(i)?.def.id.clone();
+                self.launch(&id, params, now)
+            }
             Command::Pause { .. } => self.pause(i, now),
             Command::Resume { .. } => self.resume(i, now),
             Command::SetLast { param, value, .. } => {

@@ -1,7 +1,8 @@
-//! Java-compatible murmur2 partitioning: the partition a key lands on when
-//! produced by a Java client or by librdkafka with `partitioner=murmur2_random`.
-//! Reactor uses it to know which shard owns a key (a task's pool) without
-//! asking the broker.
+//! The router: which partition (shard) owns a key — a task's pool, an
+//! offer, a process key — by Java-compatible murmur2 partitioning, the
+//! partition a key lands on when produced by a Java client or by librdkafka
+//! with `partitioner=murmur2_random`. Pure, so the engine, the simulator and
+//! the runtime route alike without asking the broker.
 
 /// Kafka's murmur2 hash of `data` (seed 0x9747b28c), as `Utils.murmur2`.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -12,7 +13,9 @@ pub fn murmur2(data: &[u8]) -> i32 {
     let mut h: u32 = SEED ^ (len as u32);
     let mut chunks = data.chunks_exact(4);
     for chunk in &mut chunks {
-        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(chunk);
+        let mut k = u32::from_le_bytes(bytes);
         k = k.wrapping_mul(M);
         k ^= k >> R;
         k = k.wrapping_mul(M);
@@ -20,14 +23,14 @@ pub fn murmur2(data: &[u8]) -> i32 {
         h ^= k;
     }
     let rest = chunks.remainder();
-    if rest.len() >= 3 {
-        h ^= u32::from(rest[2]) << 16;
+    if let Some(&b) = rest.get(2) {
+        h ^= u32::from(b) << 16;
     }
-    if rest.len() >= 2 {
-        h ^= u32::from(rest[1]) << 8;
+    if let Some(&b) = rest.get(1) {
+        h ^= u32::from(b) << 8;
     }
-    if !rest.is_empty() {
-        h ^= u32::from(rest[0]);
+    if let Some(&b) = rest.first() {
+        h ^= u32::from(b);
         h = h.wrapping_mul(M);
     }
     h ^= h >> 13;
@@ -37,10 +40,16 @@ pub fn murmur2(data: &[u8]) -> i32 {
 }
 
 /// The partition of `key` among `partitions`, as Java's default partitioner
-/// (`toPositive(murmur2(key)) % partitions`).
+/// (`toPositive(murmur2(key)) % partitions`); a topic has at least one
+/// partition, so fewer counts as one.
 pub fn partition_for(key: &[u8], partitions: i32) -> i32 {
-    assert!(partitions > 0, "a topic has at least one partition");
-    (murmur2(key) & 0x7fff_ffff) % partitions
+    (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
+}
+
+/// Whether partition `index` of `count` owns `key`.
+pub fn owns(key: &str, index: u32, count: u32) -> bool {
+    let count = i32::try_from(count).unwrap_or(i32::MAX);
+    i64::from(partition_for(key.as_bytes(), count)) == i64::from(index)
 }
 
 #[cfg(test)]

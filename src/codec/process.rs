@@ -1,0 +1,345 @@
+//! Changelog records of processes: `process/PROCESS/KEY` ([`KeyRecord`]) and
+//! `schedule/PROCESS` ([`ScheduleRecord`]). JSON objects (parameters,
+//! contexts) are stored as JSON text, as offer bodies are, so that every
+//! number comes back exactly.
+
+use super::error::DecodeError;
+use super::time::{optional_ts, required_ts, timestamp_to_proto};
+use crate::offer::{normalize_body, Body};
+use crate::process::{
+    Cursor, InstanceRecord, KeyRecord, Lane, Launch, Outcome, Placement, Position,
+    ScheduleRecord, Status, Step,
+};
+use crate::proto::v1;
+use crate::proto::v1::key_record;
+use crate::run::RunSlot;
+
+fn json_text(body: &Body) -> Vec<u8> {
+    if body.is_empty() {
+        return Vec::new();
+    }
+    // A map of JSON values with string keys always serializes.
+    serde_json::to_vec(body).unwrap_or_default()
+}
+
+fn body(field: &'static str, bytes: &[u8]) -> Result<Body, DecodeError> {
+    if bytes.is_empty() {
+        return Ok(Body::new());
+    }
+    let mut body: Body = serde_json::from_slice(bytes).map_err(|e| DecodeError::InvalidField {
+        field,
+        reason: format!("not JSON text of an object: {e}"),
+    })?;
+    normalize_body(&mut body);
+    Ok(body)
+}
+
+fn lane_to_proto(lane: Lane) -> u32 {
+    match lane {
+        Lane::Live => 0,
+        Lane::Low => 1,
+    }
+}
+
+fn lane_from_proto(field: &'static str, lane: u32) -> Result<Lane, DecodeError> {
+    match lane {
+        0 => Ok(Lane::Live),
+        1 => Ok(Lane::Low),
+        other => Err(DecodeError::InvalidField {
+            field,
+            reason: format!("unknown lane {other}"),
+        }),
+    }
+}
+
+fn status_from_proto(text: &str) -> Result<Status, DecodeError> {
+    <Status as strum::VariantArray>::VARIANTS
+        .iter()
+        .copied()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| DecodeError::InvalidField {
+            field: "last.status",
+            reason: format!("unknown status `{text}`"),
+        })
+}
+
+pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
+    let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
+    let active = r.active.as_ref().map(|i| key_record::Instance {
+        n: i.n,
+        params_json: json_text(&i.params),
+        context_json: json_text(&i.context),
+        chain: i
+            .chain
+            .iter()
+            .map(|s| key_record::Step {
+                job: s.job.clone(),
+                params_json: s.params.as_ref().map(json_text).unwrap_or_default(),
+            })
+            .collect(),
+        step: i.step,
+        phase: super::changelog::phase_to_proto(i.slot.phase).into(),
+        run_seq: i.slot.run_seq,
+        pass_seq: i.slot.pass_seq,
+        failures: i.slot.failures,
+        run: i.slot.run.as_ref().map(super::changelog::run_to_proto),
+        wake_at: ts(&i.slot.wake_at),
+        last_error: i.slot.last_error.clone(),
+        queued: i.queued.map(|q| key_record::Placement {
+            lane: lane_to_proto(q.lane),
+            priority: q.priority,
+            order: q.order,
+        }),
+        step_deadline: ts(&i.step_deadline),
+        overdue: i.overdue,
+        priority: i.priority,
+        lane: lane_to_proto(i.lane),
+        started_at: Some(timestamp_to_proto(i.started_at)),
+        progress_at: Some(timestamp_to_proto(i.progress_at)),
+        source: i.source.clone(),
+    });
+    v1::KeyRecord {
+        seq: r.seq,
+        active,
+        waiting: r
+            .waiting
+            .iter()
+            .map(|l| key_record::Launch {
+                params_json: json_text(&l.params),
+                position: <&str>::from(l.position).to_string(),
+                lane: lane_to_proto(l.lane),
+                priority: l.priority,
+                reset: l.reset,
+                source: l.source.clone(),
+                at: Some(timestamp_to_proto(l.at)),
+            })
+            .collect(),
+        last: r.last.as_ref().map(|o| key_record::Outcome {
+            n: o.n,
+            status: o.status.as_str().to_string(),
+            finished_at: Some(timestamp_to_proto(o.finished_at)),
+            context_json: json_text(&o.context),
+            error: o.error.clone(),
+        }),
+        goal: r.goal,
+    }
+}
+
+pub(super) fn key_from_proto(m: v1::KeyRecord) -> Result<KeyRecord, DecodeError> {
+    let active = m
+        .active
+        .map(|i| {
+            Ok::<_, DecodeError>(InstanceRecord {
+                n: i.n,
+                params: body("active.params_json", &i.params_json)?,
+                context: body("active.context_json", &i.context_json)?,
+                chain: i
+                    .chain
+                    .into_iter()
+                    .map(|s| {
+                        Ok(Step {
+                            job: super::error::non_empty("active.chain.job", s.job)?,
+                            params: if s.params_json.is_empty() {
+                                None
+                            } else {
+                                Some(body("active.chain.params_json", &s.params_json)?)
+                            },
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?,
+                step: i.step,
+                slot: RunSlot {
+                    phase: super::changelog::phase_from_proto(i.phase)?,
+                    run_seq: i.run_seq,
+                    pass_seq: i.pass_seq,
+                    failures: i.failures,
+                    run: i.run.map(super::changelog::run_from_proto).transpose()?,
+                    wake_at: optional_ts("active.wake_at", i.wake_at.as_ref())?,
+                    last_error: i.last_error,
+                },
+                queued: i
+                    .queued
+                    .map(|q| {
+                        Ok::<_, DecodeError>(Placement {
+                            lane: lane_from_proto("active.queued.lane", q.lane)?,
+                            priority: q.priority,
+                            order: q.order,
+                        })
+                    })
+                    .transpose()?,
+                step_deadline: optional_ts("active.step_deadline", i.step_deadline.as_ref())?,
+                overdue: i.overdue,
+                priority: i.priority,
+                lane: lane_from_proto("active.lane", i.lane)?,
+                started_at: required_ts("active.started_at", i.started_at.as_ref())?,
+                progress_at: required_ts("active.progress_at", i.progress_at.as_ref())?,
+                source: i.source,
+            })
+        })
+        .transpose()?;
+    let waiting = m
+        .waiting
+        .into_iter()
+        .map(|l| {
+            Ok(Launch {
+                params: body("waiting.params_json", &l.params_json)?,
+                position: super::result::position("waiting.position", &l.position)?,
+                lane: lane_from_proto("waiting.lane", l.lane)?,
+                priority: l.priority,
+                reset: l.reset,
+                source: l.source,
+                at: required_ts("waiting.at", l.at.as_ref())?,
+            })
+        })
+        .collect::<Result<_, DecodeError>>()?;
+    let last = m
+        .last
+        .map(|o| {
+            Ok::<_, DecodeError>(Outcome {
+                n: o.n,
+                status: status_from_proto(&o.status)?,
+                finished_at: required_ts("last.finished_at", o.finished_at.as_ref())?,
+                context: body("last.context_json", &o.context_json)?,
+                error: o.error,
+            })
+        })
+        .transpose()?;
+    Ok(KeyRecord {
+        seq: m.seq,
+        active,
+        waiting,
+        last,
+        goal: m.goal,
+    })
+}
+
+pub(super) fn schedule_to_proto(r: &ScheduleRecord) -> v1::ScheduleRecord {
+    let (next_key, scanning, after_offer) = match &r.cursor {
+        None => (None, false, None),
+        Some(Cursor::Key(k)) => (Some(*k), false, None),
+        Some(Cursor::Offer(after)) => (None, true, after.clone()),
+    };
+    v1::ScheduleRecord {
+        last_fire: r.last_fire.map(timestamp_to_proto),
+        next_key,
+        scanning,
+        after_offer,
+        launched: r.launched,
+    }
+}
+
+pub(super) fn schedule_from_proto(m: v1::ScheduleRecord) -> Result<ScheduleRecord, DecodeError> {
+    let cursor = match (m.next_key, m.scanning) {
+        (Some(_), true) => return Err(DecodeError::AtMostOne("`next_key` and `scanning`")),
+        (Some(k), false) => Some(Cursor::Key(k)),
+        (None, true) => Some(Cursor::Offer(m.after_offer)),
+        (None, false) => None,
+    };
+    Ok(ScheduleRecord {
+        last_fire: optional_ts("last_fire", m.last_fire.as_ref())?,
+        cursor,
+        launched: m.launched,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{Phase, Run};
+
+    fn ts(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn obj(v: serde_json::Value) -> Body {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn key_records_round_trip() {
+        let record = KeyRecord {
+            seq: 3,
+            active: Some(InstanceRecord {
+                n: 3,
+                params: obj(serde_json::json!({"amount": 5, "big": u64::MAX})),
+                context: obj(serde_json::json!({"tx": "0xab"})),
+                chain: vec![
+                    Step {
+                        job: "reserve".into(),
+                        params: None,
+                    },
+                    Step {
+                        job: "audit".into(),
+                        params: Some(obj(serde_json::json!({"level": 2}))),
+                    },
+                ],
+                step: 1,
+                slot: RunSlot {
+                    phase: Phase::Running,
+                    run_seq: 2,
+                    pass_seq: 4,
+                    failures: 1,
+                    run: Some(Run {
+                        run_id: "payout/u1#3.1#2".into(),
+                        attempt: 2,
+                        pass: 4,
+                        dispatched_at: ts("2024-06-01T00:00:00Z"),
+                        deadline: ts("2024-06-01T00:01:00Z"),
+                    }),
+                    wake_at: None,
+                    last_error: Some("node down".into()),
+                },
+                queued: Some(Placement {
+                    lane: Lane::Low,
+                    priority: -2,
+                    order: -7,
+                }),
+                step_deadline: Some(ts("2024-06-01T06:00:00Z")),
+                overdue: true,
+                priority: -2,
+                lane: Lane::Low,
+                started_at: ts("2024-06-01T00:00:00Z"),
+                progress_at: ts("2024-06-01T00:00:30Z"),
+                source: Some("op:9".into()),
+            }),
+            waiting: vec![Launch {
+                params: obj(serde_json::json!({"amount": 7})),
+                position: Position::Front,
+                lane: Lane::Live,
+                priority: Some(4),
+                reset: true,
+                source: None,
+                at: ts("2024-06-01T00:00:10Z"),
+            }],
+            last: Some(Outcome {
+                n: 2,
+                status: Status::TimedOut,
+                finished_at: ts("2024-05-31T00:00:00Z"),
+                context: Body::new(),
+                error: None,
+            }),
+            goal: true,
+        };
+        let back = key_from_proto(key_to_proto(&record)).unwrap();
+        assert_eq!(back, record);
+        let empty = KeyRecord::default();
+        assert_eq!(key_from_proto(key_to_proto(&empty)).unwrap(), empty);
+    }
+
+    #[test]
+    fn schedule_records_round_trip() {
+        for cursor in [
+            None,
+            Some(Cursor::Key(1000)),
+            Some(Cursor::Offer(None)),
+            Some(Cursor::Offer(Some("o/7".into()))),
+        ] {
+            let r = ScheduleRecord {
+                last_fire: Some(ts("2024-06-01T03:00:00Z")),
+                cursor,
+                launched: 12,
+            };
+            assert_eq!(schedule_from_proto(schedule_to_proto(&r)).unwrap(), r);
+        }
+    }
+}

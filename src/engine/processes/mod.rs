@@ -1,0 +1,472 @@
+//! Processes and jobs inside a shard (seeds 003 and 004, DESIGN §7.2): the
+//! keys of the shard's partition with their active instances, a queue per
+//! job type, launches by command, event and schedule, and step runs on the
+//! shared run slot.
+//!
+//! Invariants kept by every transition:
+//! - a key has at most one active instance, always;
+//! - an active instance's current step is in exactly one place: its job's
+//!   queue (`queued`, with its [`Placement`] stored), a worker (`running`),
+//!   or a timer (`backoff`/`parked`);
+//! - every change of a key is written to the changelog as its whole
+//!   [`KeyRecord`] at the end of the step; queues, running counts and timers
+//!   are derived from the records on restore.
+
+pub(super) mod launch;
+mod record;
+pub(super) mod schedule;
+mod steps;
+mod view;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use jiff::Timestamp;
+
+use crate::action::{Action, Event, Subject};
+use crate::changelog::{ChangelogRecord, Store, Value};
+use crate::config::{Config, RunPolicy};
+use crate::duration::Duration;
+use crate::engine::{bug, Error};
+use crate::process::{
+    instance_id, Conflict, JobQueue, KeyRecord, Placement, Position, Reuse, ScheduleRecord,
+    Status,
+};
+use crate::run::{Alarms, Due};
+use crate::stage::limit;
+use crate::timers::Timers;
+
+pub use view::{JobStats, KeyView};
+
+/// A job type as the shard uses it.
+#[derive(Debug, Clone)]
+struct JobDef {
+    name: String,
+    topic: String,
+    run: RunPolicy,
+    requeue: Position,
+    deadline: Option<Duration>,
+    force_finish: bool,
+    max_running: Option<u32>,
+}
+
+/// A job type on this partition: its definition, queue and limit.
+#[derive(Debug, Clone)]
+struct JobRt {
+    def: JobDef,
+    queue: JobQueue,
+    /// Steps of this job in flight.
+    running: u32,
+    /// This partition's share of `max_running` (`None`: unlimited).
+    share: Option<u32>,
+}
+
+/// A process as the shard uses it (a submitted job's implicit process too).
+#[derive(Debug, Clone)]
+struct ProcDef {
+    name: String,
+    /// Job indices of the chain.
+    steps: Vec<u16>,
+    reuse: Reuse,
+    conflict: Conflict,
+    when: Option<crate::stage::expr::Expr>,
+    timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    priority: i64,
+    on: Option<crate::config::OnEvent>,
+    schedule: Option<crate::config::Schedule>,
+    time_zone: jiff::tz::TimeZone,
+}
+
+/// What a process timer is for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum ProcTimer {
+    /// The current step's run times out (`Due::Deadline`) or its backoff or
+    /// park ends (`Due::Wake`).
+    Step(bool, u16, String),
+    /// The current step's job deadline.
+    JobDeadline(u16, String),
+    /// The instance's `timeout`.
+    Timeout(u16, String),
+    /// The instance's `idle_timeout`.
+    Idle(u16, String),
+    /// A finished key's record is dropped (`reuse = "allow"` only).
+    Bury(u16, String),
+    /// The process's cron schedule fires.
+    Cron(u16),
+    /// A schedule run continues with its next chunk.
+    Chunk(u16),
+}
+
+/// The run slot's view of one instance's step timers.
+struct StepAlarms<'a> {
+    timers: &'a mut Timers<ProcTimer>,
+    process: u16,
+    key: &'a str,
+}
+
+impl Alarms for StepAlarms<'_> {
+    fn arm(&mut self, due: Due, at: Timestamp) {
+        self.timers.arm(at, self.timer(due));
+    }
+
+    fn cancel(&mut self, due: Due, at: Timestamp) {
+        self.timers.cancel(at, self.timer(due));
+    }
+}
+
+impl StepAlarms<'_> {
+    fn timer(&self, due: Due) -> ProcTimer {
+        ProcTimer::Step(due == Due::Deadline, self.process, self.key.to_string())
+    }
+}
+
+/// The process half of a shard.
+#[derive(Debug, Clone)]
+pub(super) struct Processes {
+    jobs: Vec<JobRt>,
+    job_by_name: HashMap<String, u16>,
+    procs: Vec<ProcDef>,
+    proc_by_name: HashMap<String, u16>,
+    /// `(process, key)` → the key's record.
+    keys: BTreeMap<(u16, String), KeyRecord>,
+    timers: Timers<ProcTimer>,
+    /// Schedule runs in progress, per process.
+    schedules: Vec<Option<ScheduleRecord>>,
+    /// Keys changed in this step (written or tombstoned at its end).
+    dirty: BTreeSet<(u16, String)>,
+    /// Schedules changed in this step.
+    dirty_schedules: BTreeSet<u16>,
+    /// Job queues needing a dispatch pass at the end of the step.
+    pending: BTreeSet<u16>,
+    /// Records of processes no longer configured: tombstoned at start.
+    orphans: Vec<(Store, String)>,
+    out: Vec<Action>,
+    /// How long a finished key's record is kept when nothing else needs it:
+    /// the longest job timeout, after which no result of its runs is current.
+    grave_time: Duration,
+    /// This shard's partition and the partition count (keys it owns).
+    partition: (u32, u32),
+}
+
+impl Processes {
+    pub(super) fn new(config: &Config) -> Processes {
+        let jobs: Vec<JobRt> = config
+            .jobs
+            .iter()
+            .map(|j| JobRt {
+                def: JobDef {
+                    name: j.name.clone(),
+                    topic: j.topic.clone(),
+                    run: j.run.clone(),
+                    requeue: j.requeue,
+                    deadline: j.deadline,
+                    force_finish: j.force_finish,
+                    max_running: j.max_running,
+                },
+                queue: JobQueue::default(),
+                running: 0,
+                share: j.max_running,
+            })
+            .collect();
+        let job_by_name: HashMap<String, u16> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.def.name.clone(), index(i)))
+            .collect();
+        let mut procs: Vec<ProcDef> = config
+            .processes
+            .iter()
+            .map(|p| ProcDef {
+                name: p.name.clone(),
+                steps: p.steps.iter().map(|&s| index(s)).collect(),
+                reuse: p.reuse,
+                conflict: p.conflict,
+                when: p.when.clone(),
+                timeout: p.timeout,
+                idle_timeout: p.idle_timeout,
+                priority: p.priority,
+                on: p.on.clone(),
+                schedule: p.schedule.clone(),
+                time_zone: p.time_zone.clone(),
+            })
+            .collect();
+        // A submitted job runs as a one-step instance of an implicit process
+        // of the same name: a key's jobs run one at a time, in queue order.
+        for (j, job) in jobs.iter().enumerate() {
+            procs.push(ProcDef {
+                name: job.def.name.clone(),
+                steps: vec![index(j)],
+                reuse: Reuse::Allow,
+                conflict: Conflict::Queue,
+                when: None,
+                timeout: None,
+                idle_timeout: None,
+                priority: 0,
+                on: None,
+                schedule: None,
+                time_zone: config.time_zone.clone(),
+            });
+        }
+        let proc_by_name = procs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), index(i)))
+            .collect();
+        let grave_time = jobs
+            .iter()
+            .map(|j| j.def.run.timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(0));
+        let n = procs.len();
+        let mut processes = Processes {
+            jobs,
+            job_by_name,
+            procs,
+            proc_by_name,
+            keys: BTreeMap::new(),
+            timers: Timers::default(),
+            schedules: vec![None; n],
+            dirty: BTreeSet::new(),
+            dirty_schedules: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            orphans: Vec::new(),
+            out: Vec::new(),
+            grave_time,
+            partition: (0, 1),
+        };
+        processes.set_partition(0, 1);
+        processes
+    }
+
+    /// Splits each job's `max_running` for partition `index` of `count`.
+    pub(super) fn set_partition(&mut self, index: u32, count: u32) {
+        self.partition = (index, count.max(1));
+        for job in &mut self.jobs {
+            job.share = job
+                .def
+                .max_running
+                .map(|max| limit::share(max, index, count));
+        }
+    }
+
+    /// Whether this shard owns `key` (its murmur2 partition).
+    fn owns_key(&self, key: &str) -> bool {
+        let (index, count) = self.partition;
+        count <= 1 || crate::router::owns(key, index, count)
+    }
+
+    /// Whether `name` is a process (or a job's implicit process) here.
+    pub(super) fn has_process(&self, name: &str) -> bool {
+        self.proc_by_name.contains_key(name)
+    }
+
+    /// Whether any process or job is configured.
+    pub(super) fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Timestamp> {
+        self.timers.next()
+    }
+
+    fn proc_index(&self, name: &str) -> Option<u16> {
+        self.proc_by_name.get(name).copied()
+    }
+
+    fn def(&self, p: u16) -> Result<&ProcDef, Error> {
+        self.procs
+            .get(p as usize)
+            .ok_or_else(|| bug(format!("no process #{p}")))
+    }
+
+    fn job(&self, j: u16) -> Result<&JobRt, Error> {
+        self.jobs
+            .get(j as usize)
+            .ok_or_else(|| bug(format!("no job #{j}")))
+    }
+
+    fn job_mut(&mut self, j: u16) -> Result<&mut JobRt, Error> {
+        self.jobs
+            .get_mut(j as usize)
+            .ok_or_else(|| bug(format!("no job #{j}")))
+    }
+
+    fn record(&self, p: u16, key: &str) -> Option<&KeyRecord> {
+        self.keys.get(&(p, key.to_string()))
+    }
+
+    fn record_mut(&mut self, p: u16, key: &str) -> Result<&mut KeyRecord, Error> {
+        self.keys
+            .get_mut(&(p, key.to_string()))
+            .ok_or_else(|| bug(format!("no record of process #{p} key `{key}`")))
+    }
+
+    /// The subject of events about process `p` and `key`, with the active
+    /// instance (and, with `job`, the current step's job).
+    fn subject(&self, p: u16, key: &str, job: bool) -> Subject {
+        let name = self.procs.get(p as usize).map(|d| d.name.clone()).unwrap_or_default();
+        let active = self.record(p, key).and_then(|r| r.active.as_ref());
+        let instance = active.map(|i| instance_id(&name, key, i.n));
+        let job = active
+            .filter(|_| job)
+            .and_then(|i| i.chain.get(i.step as usize))
+            .map(|s| s.job.clone());
+        Subject::Process {
+            process: name,
+            key: key.to_string(),
+            instance,
+            job,
+        }
+    }
+
+    fn emit(&mut self, event: Event) {
+        self.out.push(Action::Event(event));
+    }
+
+    fn mark(&mut self, p: u16, key: &str) {
+        self.dirty.insert((p, key.to_string()));
+    }
+
+    /// Fires every process timer due at or before `now`. A schedule chunk
+    /// over offers needs the offers: the engine passes them.
+    pub(super) fn tick(
+        &mut self,
+        now: Timestamp,
+        offers: &dyn schedule::OfferSource,
+    ) -> Result<(), Error> {
+        while let Some((at, timer)) = self.timers.pop_due(now) {
+            self.on_timer(timer, at, now, offers)?;
+        }
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        timer: ProcTimer,
+        at: Timestamp,
+        now: Timestamp,
+        offers: &dyn schedule::OfferSource,
+    ) -> Result<(), Error> {
+        match timer {
+            ProcTimer::Step(true, p, key) => self.on_step_timeout(p, &key, at, now),
+            ProcTimer::Step(false, p, key) => self.on_step_wake(p, &key, at, now),
+            ProcTimer::JobDeadline(p, key) => self.on_job_deadline(p, &key, at, now),
+            ProcTimer::Timeout(p, key) => self.on_process_timeout(p, &key, at, now),
+            ProcTimer::Idle(p, key) => self.on_idle(p, &key, at, now),
+            ProcTimer::Bury(p, key) => {
+                let buried = self.record(p, &key).is_some_and(|r| {
+                    r.is_idle()
+                        && r.last.as_ref().is_some_and(|l| {
+                            crate::run::add(l.finished_at, self.grave_time.get()) == at
+                        })
+                });
+                if buried {
+                    self.keys.remove(&(p, key.clone()));
+                    self.dirty.insert((p, key));
+                }
+                Ok(())
+            }
+            ProcTimer::Cron(p) => self.on_cron(p, at, now, offers),
+            ProcTimer::Chunk(p) => self.schedule_chunk(p, now, offers),
+        }
+    }
+
+    /// Ends a step: dispatches what the job limits allow, then writes the
+    /// changelog records of every key and schedule the step changed.
+    pub(super) fn finish(&mut self, now: Timestamp, out: &mut Vec<Action>) -> Result<(), Error> {
+        while let Some(j) = self.pending.pop_first() {
+            self.pump(j, now)?;
+        }
+        out.append(&mut self.out);
+        for (p, key) in std::mem::take(&mut self.dirty) {
+            out.push(Action::Changelog(self.key_record(p, &key)?));
+        }
+        for p in std::mem::take(&mut self.dirty_schedules) {
+            out.push(Action::Changelog(self.schedule_record(p)?));
+        }
+        Ok(())
+    }
+
+    /// Drops what a failed step left half done (the caller rebuilds the
+    /// shard from its changelog).
+    pub(super) fn abandon(&mut self) {
+        self.out.clear();
+        self.dirty.clear();
+        self.dirty_schedules.clear();
+        self.pending.clear();
+    }
+
+    /// The changelog record of `(p, key)`: its record, or a tombstone.
+    fn key_record(&self, p: u16, key: &str) -> Result<ChangelogRecord, Error> {
+        let name = &self.def(p)?.name;
+        Ok(ChangelogRecord {
+            store: Store::Process,
+            key: format!("{name}/{key}"),
+            value: self
+                .record(p, key)
+                .map(|r| Value::Process(Box::new(r.clone()))),
+        })
+    }
+
+    fn schedule_record(&self, p: u16) -> Result<ChangelogRecord, Error> {
+        Ok(ChangelogRecord {
+            store: Store::Schedule,
+            key: self.def(p)?.name.clone(),
+            value: self
+                .schedules
+                .get(p as usize)
+                .and_then(Option::as_ref)
+                .map(|s| Value::Schedule(s.clone())),
+        })
+    }
+
+    /// The records a restore must reproduce, in key order.
+    pub(super) fn snapshot(&self) -> Vec<ChangelogRecord> {
+        let mut records: Vec<ChangelogRecord> = self
+            .keys
+            .keys()
+            .filter_map(|(p, key)| self.key_record(*p, key).ok())
+            .collect();
+        for (p, s) in self.schedules.iter().enumerate() {
+            if s.is_some() {
+                records.extend(self.schedule_record(index(p)).ok());
+            }
+        }
+        records
+    }
+
+    /// Dispatches queued steps of job `j` while it has a free slot.
+    fn pump(&mut self, j: u16, now: Timestamp) -> Result<(), Error> {
+        loop {
+            let job = self.job_mut(j)?;
+            if job.share.is_some_and(|share| job.running >= share) {
+                return Ok(());
+            }
+            let Some((at, p, key)) = job.queue.pop() else {
+                return Ok(());
+            };
+            self.dispatch(p, &key, at, now)?;
+        }
+    }
+}
+
+/// An index into a definition list: configurations hold far fewer than
+/// 65,536 jobs or processes (config validation bounds them).
+fn index(i: usize) -> u16 {
+    u16::try_from(i).unwrap_or(u16::MAX)
+}
+
+/// A placement `i` entries after `first` (a block reserved at once).
+fn nth(first: Placement, i: usize) -> Placement {
+    Placement {
+        order: first
+            .order
+            .saturating_add(i64::try_from(i).unwrap_or(i64::MAX)),
+        ..first
+    }
+}
+
+/// The statuses as listed for operators and metrics.
+pub fn statuses() -> &'static [Status] {
+    <Status as strum::VariantArray>::VARIANTS
+}

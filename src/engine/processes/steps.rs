@@ -1,0 +1,689 @@
+//! Steps: queueing in the job queue, dispatch, results with `output` /
+//! `next` / `goal_reached`, timeouts, backoff and tiers, job deadlines,
+//! process timeouts and idle re-dispatch — the step's hooks around the
+//! shared run slot — and how an instance ends.
+
+use jiff::Timestamp;
+
+use super::{nth, index, ProcTimer, Processes, StepAlarms};
+use crate::action::{Action, Event, StepRunCommand};
+use crate::engine::input::RunResult;
+use crate::engine::{bug, Error};
+use crate::offer::merge_patch;
+use crate::process::{
+    instance_id, parse_step_run_id, step_target, Outcome, Placement, Position, Reuse, Status,
+    Step,
+};
+use crate::run::{add, Failure, Phase, Rejection, RunSlot, Status as RunStatus};
+
+/// Why an instance ends.
+pub(super) enum End {
+    /// Every step succeeded.
+    Succeeded,
+    /// A step died (`step`) or its job's deadline passed (`deadline`).
+    Failed {
+        /// `step` or `deadline`.
+        reason: &'static str,
+        /// The last error.
+        error: String,
+    },
+    /// Cancelled (`operator`) or replaced by a new launch (`replaced`).
+    Cancelled(&'static str),
+    /// The process `timeout` passed.
+    TimedOut,
+}
+
+impl Processes {
+    /// Puts the active instance's current step in its job's queue, at
+    /// `placement` (a block reserved by the caller) or at `position`.
+    pub(super) fn enqueue_step(
+        &mut self,
+        p: u16,
+        key: &str,
+        placement: Option<Placement>,
+        position: Position,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let j = self.current_job(p, key)?;
+        let deadline = self.job(j)?.def.deadline;
+        let inst = self.active_mut(p, key)?;
+        inst.slot.phase = Phase::Queued;
+        let arm_deadline = match (deadline, inst.step_deadline) {
+            (Some(d), None) => {
+                let at = add(now, d.get());
+                inst.step_deadline = Some(at);
+                Some(at)
+            }
+            _ => None,
+        };
+        let (lane, priority) = (inst.lane, inst.priority);
+        let at = match placement {
+            Some(at) => at,
+            None => self.job_mut(j)?.queue.reserve(lane, priority, position, 1),
+        };
+        self.active_mut(p, key)?.queued = Some(at);
+        self.job_mut(j)?.queue.insert(at, p, key);
+        if let Some(due) = arm_deadline {
+            self.timers
+                .arm(due, ProcTimer::JobDeadline(p, key.to_string()));
+        }
+        self.pending.insert(j);
+        self.mark(p, key);
+        Ok(())
+    }
+
+    /// The job index of the active instance's current step.
+    pub(super) fn current_job(&self, p: u16, key: &str) -> Result<u16, Error> {
+        let inst = self
+            .record(p, key)
+            .and_then(|r| r.active.as_ref())
+            .ok_or_else(|| bug(format!("process #{p} key `{key}` has no active instance")))?;
+        let step = inst
+            .chain
+            .get(inst.step as usize)
+            .ok_or_else(|| bug(format!("instance of `{key}` is past its chain")))?;
+        self.job_by_name
+            .get(&step.job)
+            .copied()
+            .ok_or_else(|| bug(format!("unknown job `{}` in a chain", step.job)))
+    }
+
+    pub(super) fn active_mut(
+        &mut self,
+        p: u16,
+        key: &str,
+    ) -> Result<&mut crate::process::InstanceRecord, Error> {
+        self.record_mut(p, key)?
+            .active
+            .as_mut()
+            .ok_or_else(|| bug(format!("process #{p} key `{key}` has no active instance")))
+    }
+
+    /// The active instance's step slot with its alarms.
+    fn slot_mut<'a>(
+        &'a mut self,
+        p: u16,
+        key: &'a str,
+    ) -> Result<(&'a mut crate::process::InstanceRecord, StepAlarms<'a>), Error> {
+        let inst = self
+            .keys
+            .get_mut(&(p, key.to_string()))
+            .and_then(|r| r.active.as_mut())
+            .ok_or_else(|| bug(format!("process #{p} key `{key}` has no active instance")))?;
+        let alarms = StepAlarms {
+            timers: &mut self.timers,
+            process: p,
+            key,
+        };
+        Ok((inst, alarms))
+    }
+
+    /// Sends the active instance's current step to its job's workers: a new
+    /// run (`fresh`) or the run in flight under a new pass.
+    fn send(&mut self, p: u16, key: &str, fresh: bool, now: Timestamp) -> Result<(), Error> {
+        let j = self.current_job(p, key)?;
+        let job = self.job(j)?.def.clone();
+        let name = self.def(p)?.name.clone();
+        let idle = self.def(p)?.idle_timeout;
+        let (inst, mut alarms) = self.slot_mut(p, key)?;
+        let instance = instance_id(&name, key, inst.n);
+        let target = step_target(&instance, inst.step);
+        let run = if fresh {
+            inst.slot.start(&target, job.run.timeout, now, &mut alarms)
+        } else {
+            inst.slot.reissue(&target, job.run.timeout, now, &mut alarms)
+        }
+        .clone();
+        let old_progress = std::mem::replace(&mut inst.progress_at, now);
+        let step = inst.chain.get(inst.step as usize);
+        let params = step
+            .and_then(|s| s.params.clone())
+            .unwrap_or_else(|| inst.params.clone());
+        let command = StepRunCommand {
+            process: name,
+            key: key.to_string(),
+            instance,
+            step: inst.step,
+            job: job.name,
+            run_id: run.run_id,
+            attempt: run.attempt,
+            pass: run.pass,
+            params,
+            context: inst.context.clone(),
+            deadline: run.deadline,
+            source: inst.source.clone(),
+            topic: job.topic,
+        };
+        if let Some(idle) = idle {
+            self.timers.replace(
+                Some(add(old_progress, idle.get())),
+                Some(add(now, idle.get())),
+                ProcTimer::Idle(p, key.to_string()),
+            );
+        }
+        self.out.push(Action::StepRun(command));
+        self.mark(p, key);
+        Ok(())
+    }
+
+    /// Dispatches a step popped from its job's queue.
+    pub(super) fn dispatch(
+        &mut self,
+        p: u16,
+        key: &str,
+        _at: Placement,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let j = self.current_job(p, key)?;
+        self.active_mut(p, key)?.queued = None;
+        self.job_mut(j)?.running += 1;
+        self.send(p, key, true, now)
+    }
+
+    /// Takes the step's run off the slot and frees its job slot (or takes
+    /// the step out of its queue, or cancels its wake-up): the step is
+    /// nowhere any more.
+    pub(super) fn vacate(&mut self, p: u16, key: &str) -> Result<(), Error> {
+        let j = self.current_job(p, key)?;
+        let (inst, mut alarms) = self.slot_mut(p, key)?;
+        let was = inst.slot.phase;
+        inst.slot.end(&mut alarms);
+        inst.slot.set_wake(None, &mut alarms);
+        let queued = inst.queued.take();
+        match was {
+            Phase::Running => {
+                let job = self.job_mut(j)?;
+                job.running = job.running.saturating_sub(1);
+                self.pending.insert(j);
+            }
+            Phase::Queued => {
+                if let Some(at) = queued {
+                    self.job_mut(j)?.queue.remove(at, p, key);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `run_id` is a step run of a process (or job) of this shard.
+    pub(in crate::engine) fn owns_run(&self, run_id: &str) -> bool {
+        parse_step_run_id(run_id).is_some_and(|id| self.proc_by_name.contains_key(id.process))
+    }
+
+    /// Applies a step worker's result.
+    pub(in crate::engine) fn on_result(
+        &mut self,
+        result: RunResult,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let run_id = result.run_id.clone();
+        let Some(id) = parse_step_run_id(&run_id) else {
+            return Err(bug("a result that is no step run reached the processes"));
+        };
+        let Some(p) = self.proc_index(id.process) else {
+            return Err(bug("a result for an unknown process reached the processes"));
+        };
+        let current = self
+            .record(p, id.key)
+            .and_then(|r| r.active.as_ref())
+            .filter(|i| i.n == id.n && i.step == id.step);
+        let verdict = match current {
+            None => Err(Rejection::NotCurrent),
+            Some(inst) => {
+                let j = self.current_job(p, id.key)?;
+                let accept = self.job(j)?.def.run.accept;
+                inst.slot.accepts(&result.run_id, result.pass, accept)
+            }
+        };
+        if let Err(reason) = verdict {
+            let subject = self.subject(p, id.key, true);
+            self.emit(Event::ResultRejected {
+                subject,
+                run_id: result.run_id,
+                pass: result.pass,
+                reason,
+            });
+            return Ok(());
+        }
+        let key = id.key;
+        match result.status {
+            RunStatus::Succeeded => self.step_succeeded(p, key, result, now),
+            RunStatus::Failed => {
+                let error = result.error.unwrap_or_else(|| "failed".to_string());
+                self.vacate(p, key)?;
+                self.step_failed(p, key, error, now)
+            }
+        }
+    }
+
+    fn step_succeeded(
+        &mut self,
+        p: u16,
+        key: &str,
+        result: RunResult,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        self.vacate(p, key)?;
+        for next in &result.step.next {
+            if !self.job_by_name.contains_key(&next.job) {
+                // Validated at decode for configured jobs; a job removed
+                // since is skipped rather than breaking the chain.
+                let subject = self.subject(p, key, true);
+                self.emit(Event::CommandRejected {
+                    subject,
+                    reason: format!("`next` names unknown job `{}`", next.job),
+                });
+            }
+        }
+        let known: Vec<_> = result
+            .step
+            .next
+            .iter()
+            .filter(|n| self.job_by_name.contains_key(&n.job))
+            .cloned()
+            .collect();
+        let goal = result.step.goal_reached;
+        let inst = self.active_mut(p, key)?;
+        if let Some(output) = &result.step.output {
+            let mut context = serde_json::Value::Object(std::mem::take(&mut inst.context));
+            merge_patch(&mut context, &serde_json::Value::Object(output.clone()));
+            if let serde_json::Value::Object(map) = context {
+                inst.context = map;
+            }
+        }
+        // `front` jobs run right after this step, in the order given.
+        let mut at = inst.step as usize + 1;
+        for next in known {
+            let step = Step {
+                job: next.job,
+                params: next.params,
+            };
+            match next.position {
+                Position::Front => {
+                    if at <= inst.chain.len() {
+                        inst.chain.insert(at, step);
+                        at += 1;
+                    }
+                }
+                Position::Back => inst.chain.push(step),
+            }
+        }
+        inst.slot = RunSlot::default();
+        inst.step += 1;
+        inst.overdue = false;
+        let old_deadline = inst.step_deadline.take();
+        inst.progress_at = now;
+        let more = (inst.step as usize) < inst.chain.len();
+        if let Some(due) = old_deadline {
+            self.timers
+                .cancel(due, ProcTimer::JobDeadline(p, key.to_string()));
+        }
+        if goal {
+            self.record_mut(p, key)?.goal = true;
+        }
+        self.rearm_idle(p, key, now)?;
+        self.mark(p, key);
+        if more {
+            self.enqueue_step(p, key, None, Position::Back, now)
+        } else {
+            self.end(p, key, End::Succeeded, now)
+        }
+    }
+
+    /// A step's attempt failed (its run already vacated): a step past its
+    /// deadline fails for good; otherwise the job's retry policy decides.
+    fn step_failed(&mut self, p: u16, key: &str, error: String, now: Timestamp) -> Result<(), Error> {
+        if self.active_mut(p, key)?.overdue {
+            return self.deadline_exceeded(p, key, now);
+        }
+        let j = self.current_job(p, key)?;
+        let retry = self.job(j)?.def.run.retry.clone();
+        let name = self.def(p)?.name.clone();
+        let (inst, mut alarms) = self.slot_mut(p, key)?;
+        let target = step_target(&instance_id(&name, key, inst.n), inst.step);
+        let failure = inst.slot.failed(error.clone(), &retry, now, &mut alarms);
+        let (run_id, failures) = (inst.slot.last_run_id(&target), inst.slot.failures);
+        let subject = self.subject(p, key, true);
+        self.emit(failure.event(subject, run_id, failures, error.clone()));
+        self.mark(p, key);
+        if failure == Failure::Dead {
+            return self.end(
+                p,
+                key,
+                End::Failed {
+                    reason: "step",
+                    error,
+                },
+                now,
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_step_timeout(
+        &mut self,
+        p: u16,
+        key: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        if self.record(p, key).and_then(|r| r.active.as_ref()).is_none() {
+            return Ok(());
+        }
+        let j = self.current_job(p, key)?;
+        let policy = self.job(j)?.def.run.clone();
+        let inst = self.active_mut(p, key)?;
+        let Some(run) = inst.slot.current().cloned() else {
+            return Ok(());
+        };
+        let Some(restart) = inst.slot.timed_out(at, &policy) else {
+            return Ok(());
+        };
+        let overdue = inst.overdue;
+        let subject = self.subject(p, key, true);
+        self.emit(Event::RunTimedOut {
+            subject,
+            run_id: run.run_id,
+            attempt: run.attempt,
+            restarted: restart && !overdue,
+        });
+        if restart && !overdue {
+            return self.send(p, key, false, now);
+        }
+        self.vacate(p, key)?;
+        self.step_failed(p, key, policy.timeout_error(), now)
+    }
+
+    /// A backoff or park ended: the step queues again at its job's
+    /// `requeue` end (seed 004: a failed send goes back to the front).
+    pub(super) fn on_step_wake(
+        &mut self,
+        p: u16,
+        key: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some(inst) = self
+            .keys
+            .get_mut(&(p, key.to_string()))
+            .and_then(|r| r.active.as_mut())
+        else {
+            return Ok(());
+        };
+        if !inst.slot.woke(at) {
+            return Ok(());
+        }
+        let j = self.current_job(p, key)?;
+        let requeue = self.job(j)?.def.requeue;
+        self.enqueue_step(p, key, None, requeue, now)
+    }
+
+    pub(super) fn on_job_deadline(
+        &mut self,
+        p: u16,
+        key: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some(inst) = self.record(p, key).and_then(|r| r.active.as_ref()) else {
+            return Ok(());
+        };
+        if inst.step_deadline != Some(at) {
+            return Ok(());
+        }
+        let phase = inst.slot.phase;
+        let j = self.current_job(p, key)?;
+        let force = self.job(j)?.def.force_finish;
+        if phase == Phase::Running && !force {
+            // The current attempt may still succeed; it fails for good if
+            // it does not (its timeout included).
+            self.active_mut(p, key)?.overdue = true;
+            self.mark(p, key);
+            return Ok(());
+        }
+        self.vacate(p, key)?;
+        self.deadline_exceeded(p, key, now)
+    }
+
+    /// The step's job deadline passed: it fails for good — no retry, no tier
+    /// — and so does its instance.
+    fn deadline_exceeded(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
+        let deadline = self.active_mut(p, key)?.step_deadline.unwrap_or(now);
+        let subject = self.subject(p, key, true);
+        self.emit(Event::DeadlineExceeded { subject, deadline });
+        self.end(
+            p,
+            key,
+            End::Failed {
+                reason: "deadline",
+                error: format!("job deadline {deadline} passed"),
+            },
+            now,
+        )
+    }
+
+    pub(super) fn on_process_timeout(
+        &mut self,
+        p: u16,
+        key: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some(timeout) = self.def(p)?.timeout else {
+            return Ok(());
+        };
+        let due = self
+            .record(p, key)
+            .and_then(|r| r.active.as_ref())
+            .map(|i| add(i.started_at, timeout.get()));
+        if due != Some(at) {
+            return Ok(());
+        }
+        self.vacate(p, key)?;
+        self.end(p, key, End::TimedOut, now)
+    }
+
+    /// No step progress for `idle_timeout` (seed 002's IdleProcessTimeout):
+    /// reported, and a running step is sent again under a new pass.
+    pub(super) fn on_idle(
+        &mut self,
+        p: u16,
+        key: &str,
+        at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        let Some(idle) = self.def(p)?.idle_timeout else {
+            return Ok(());
+        };
+        let Some(inst) = self.record(p, key).and_then(|r| r.active.as_ref()) else {
+            return Ok(());
+        };
+        if add(inst.progress_at, idle.get()) != at {
+            return Ok(());
+        }
+        let running = inst.slot.phase == Phase::Running;
+        let subject = self.subject(p, key, true);
+        self.emit(Event::ProcessIdle {
+            subject,
+            idle_for: idle,
+        });
+        if running {
+            // As a timeout's restart: the attempt counts, the run id stays.
+            let inst = self.active_mut(p, key)?;
+            inst.slot.failures += 1;
+            return self.send(p, key, false, now);
+        }
+        self.active_mut(p, key)?.progress_at = now;
+        self.rearm_idle(p, key, now)?;
+        self.mark(p, key);
+        Ok(())
+    }
+
+    fn rearm_idle(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
+        if let Some(idle) = self.def(p)?.idle_timeout {
+            self.timers
+                .arm(add(now, idle.get()), ProcTimer::Idle(p, key.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Ends the active instance (its step already vacated): records the
+    /// outcome, publishes it, and starts the next waiting launch.
+    pub(super) fn end(&mut self, p: u16, key: &str, end: End, now: Timestamp) -> Result<(), Error> {
+        let def = self.def(p)?.clone();
+        let subject = self.subject(p, key, false);
+        let record = self.record_mut(p, key)?;
+        let inst = record
+            .active
+            .take()
+            .ok_or_else(|| bug(format!("ending process #{p} key `{key}` without an instance")))?;
+        let (status, error) = match &end {
+            End::Succeeded => (Status::Succeeded, None),
+            End::Failed { error, .. } => (Status::Failed, Some(error.clone())),
+            End::Cancelled(_) => (Status::Cancelled, None),
+            End::TimedOut => (Status::TimedOut, None),
+        };
+        if status == Status::Succeeded && def.reuse == Reuse::UntilReset {
+            record.goal = true;
+        }
+        record.last = Some(Outcome {
+            n: inst.n,
+            status,
+            finished_at: now,
+            context: inst.context,
+            error,
+        });
+        let key_s = key.to_string();
+        if let Some(timeout) = def.timeout {
+            self.timers.cancel(
+                add(inst.started_at, timeout.get()),
+                ProcTimer::Timeout(p, key_s.clone()),
+            );
+        }
+        if let Some(idle) = def.idle_timeout {
+            self.timers.cancel(
+                add(inst.progress_at, idle.get()),
+                ProcTimer::Idle(p, key_s.clone()),
+            );
+        }
+        if let Some(due) = inst.step_deadline {
+            self.timers.cancel(due, ProcTimer::JobDeadline(p, key_s));
+        }
+        self.emit(match end {
+            End::Succeeded => Event::ProcessSucceeded { subject },
+            End::Failed { reason, error } => Event::ProcessFailed {
+                subject,
+                reason: reason.to_string(),
+                error,
+            },
+            End::Cancelled(reason) => Event::ProcessCancelled {
+                subject,
+                reason: reason.to_string(),
+            },
+            End::TimedOut => Event::ProcessTimedOut { subject },
+        });
+        self.mark(p, key);
+        self.start_waiting(p, key, now)?;
+        self.maybe_bury(p, key, now)
+    }
+
+    /// A key with nothing active or waiting, whose process allows any
+    /// number of instances, needs its record only until no late result of
+    /// its runs can be current: then it is dropped.
+    fn maybe_bury(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
+        let reuse = self.def(p)?.reuse;
+        let idle = self
+            .record(p, key)
+            .is_some_and(|r| r.is_idle() && !r.goal);
+        if idle && reuse == Reuse::Allow {
+            self.timers.arm(
+                add(now, self.grave_time.get()),
+                ProcTimer::Bury(p, key.to_string()),
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts keys' steps as a block reserved at `position` of the first
+    /// step's job queue: key `i` of the block takes placement `i`.
+    pub(super) fn block_placement(
+        &mut self,
+        p: u16,
+        lane: crate::process::Lane,
+        priority: i64,
+        position: Position,
+        n: usize,
+    ) -> Result<Option<Placement>, Error> {
+        let Some(&j) = self.def(p)?.steps.first() else {
+            return Ok(None);
+        };
+        Ok(Some(self.job_mut(j)?.queue.reserve(lane, priority, position, n)))
+    }
+
+    /// The `i`-th placement of a block.
+    pub(super) fn in_block(first: Option<Placement>, i: usize) -> Option<Placement> {
+        first.map(|f| nth(f, i))
+    }
+
+    /// Rebuilds queues, running counts and timers from the key records.
+    pub(super) fn rebuild_derived(&mut self) -> Result<(), Error> {
+        for job in &mut self.jobs {
+            job.queue = Default::default();
+            job.running = 0;
+        }
+        self.timers = Default::default();
+        let keys: Vec<(u16, String)> = self.keys.keys().cloned().collect();
+        for (p, key) in keys {
+            let def = self.def(p)?.clone();
+            let Some(record) = self.record(p, &key) else {
+                continue;
+            };
+            let Some(inst) = record.active.clone() else {
+                if record.is_idle() && !record.goal && def.reuse == Reuse::Allow {
+                    if let Some(last) = &record.last {
+                        self.timers.arm(
+                            add(last.finished_at, self.grave_time.get()),
+                            ProcTimer::Bury(p, key.clone()),
+                        );
+                    }
+                }
+                continue;
+            };
+            let j = self.current_job(p, &key)?;
+            match inst.slot.phase {
+                Phase::Queued => {
+                    if let Some(at) = inst.queued {
+                        self.job_mut(j)?.queue.insert(at, p, &key);
+                    }
+                }
+                Phase::Running => self.job_mut(j)?.running += 1,
+                _ => {}
+            }
+            inst.slot.rearm(&mut StepAlarms {
+                timers: &mut self.timers,
+                process: p,
+                key: &key,
+            });
+            if let Some(due) = inst.step_deadline {
+                self.timers.arm(due, ProcTimer::JobDeadline(p, key.clone()));
+            }
+            if let Some(timeout) = def.timeout {
+                self.timers.arm(
+                    add(inst.started_at, timeout.get()),
+                    ProcTimer::Timeout(p, key.clone()),
+                );
+            }
+            if let Some(idle) = def.idle_timeout {
+                self.timers.arm(
+                    add(inst.progress_at, idle.get()),
+                    ProcTimer::Idle(p, key.clone()),
+                );
+            }
+        }
+        for j in 0..self.jobs.len() {
+            self.pending.insert(index(j));
+        }
+        Ok(())
+    }
+}
