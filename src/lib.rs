@@ -34,6 +34,7 @@
 //! - [`ctl`]: CTL parameters, the interned table of current values, time scales and chunk counting.
 //! - [`trigger`]: the trigger DSL: parsing with column errors, evaluation, `explain`, lint.
 //! - [`config`]: the TOML configuration and its validation (errors name file, line, task, field).
+//! - [`cron`]: five-field cron schedules and their next time in a zone (DST-correct).
 //! - [`task`]: task states, the durable task record, pool queues.
 //! - [`run`]: run ids, pass tokens, result matching, the retry policy.
 //! - [`timers`]: deadlines ordered by `(deadline, key)`.
@@ -61,6 +62,7 @@ pub mod cli;
 pub mod clock;
 pub mod codec;
 pub mod config;
+pub mod cron;
 pub mod ctl;
 pub mod dev;
 pub mod duration;
