@@ -112,7 +112,7 @@ impl Topics {
         [&self.results, &self.commands, &self.changelog, &self.offers]
     }
 
-    /// Reactor's own topics, which no task or stage may use as its run topic:
+    /// Reactor's own topics, which no task, stage or job may use as its run topic:
     /// every topic but `runs` (a shared run topic that workers already read).
     pub fn own(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.all()

@@ -3,16 +3,20 @@
 //! Reading happens in two steps: serde reads the file's sections (unknown
 //! keys are errors, and every value that is validated keeps its position as
 //! a [`Spanned`]), then [`parse`] validates each section into the
-//! definitions the engine runs on: it compiles triggers, zones and CEL
-//! expressions and checks names, limits and references, so every error
-//! names the file, line, subject (task, stage, pool …) and field.
+//! definitions the engine runs on: it compiles triggers, zones, schedules and
+//! CEL expressions and checks names, limits and references, so every error
+//! names the file, line, subject (task, stage, job, process …) and field.
 //!
 //! One file per section: `task.rs` (pools and tasks), `stage.rs` (stages
-//! and `[offers]`), `kafka.rs`; `run.rs` holds the run policy keys every run
+//! and `[offers]`), `job.rs`, `process.rs` (with `launch.rs`: its `on` and
+//! `schedule`), `kafka.rs`; `run.rs` holds the run policy keys every run
 //! target shares, `names.rs` the rules for names and topics.
 
+mod job;
 mod kafka;
+mod launch;
 mod names;
+mod process;
 mod run;
 mod stage;
 mod task;
@@ -24,10 +28,14 @@ use jiff::tz::TimeZone;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::cron::Cron;
 use crate::duration::Duration;
 use crate::stage::expr::Expr;
 
+pub use job::{Job, Position, DEFAULT_JOB_TIMEOUT};
 pub use kafka::{Formats, KafkaSettings, Topics};
+pub use launch::{OnEvent, Schedule, ScheduleTargets, ON_VARIABLES, SELECT_VARIABLES};
+pub use process::{Conflict, Process, Reuse, WHEN_VARIABLES};
 pub use run::{Accept, RetryPolicy, RunPolicy};
 pub use stage::{OffersSettings, PingPong, Stage, DEFAULT_MAX_PARALLELISM, DEFAULT_STAGE_TIMEOUT};
 pub use task::{Pool, Task, DEFAULT_HOLD_MAX, DEFAULT_POOL, DEFAULT_TIMEOUT};
@@ -93,7 +101,7 @@ impl fmt::Display for Warning {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    /// Default IANA time zone for chunk truncation, e.g. "UTC" or "Europe/Moscow".
+    /// Default IANA time zone for chunk truncation and schedules, e.g. "UTC" or "Europe/Moscow".
     time_zone: Option<Spanned<String>>,
     /// Treat lint warnings (a trigger that re-fires continuously) as errors.
     #[serde(default)]
@@ -109,6 +117,12 @@ struct File {
     stage: Vec<stage::StageFile>,
     /// Settings shared by every offer (`[offers]`).
     offers: Option<stage::OffersFile>,
+    /// Job types (`[[job]]`): the work process steps and submitted jobs run.
+    #[serde(default)]
+    job: Vec<job::JobFile>,
+    /// Processes (`[[process]]`): chains of jobs over a business key.
+    #[serde(default)]
+    process: Vec<process::ProcessFile>,
     /// How to reach Kafka and which topics to use (`reactor run`).
     #[serde(default)]
     kafka: kafka::KafkaFile,
@@ -129,6 +143,10 @@ pub struct Config {
     pub stages: Vec<Stage>,
     /// Settings shared by every offer (`[offers]`).
     pub offers: OffersSettings,
+    /// Job types in file order; [`Process::steps`] index into it.
+    pub jobs: Vec<Job>,
+    /// Processes in file order.
+    pub processes: Vec<Process>,
     /// Kafka settings.
     pub kafka: KafkaSettings,
 }
@@ -137,6 +155,21 @@ impl Config {
     /// Every stage's run topic, each once, in the order of the stages.
     pub fn stage_topics(&self) -> Vec<&str> {
         distinct(self.stages.iter().map(|s| s.topic.as_str()))
+    }
+
+    /// Every job's run topic, each once, in the order of the jobs.
+    pub fn job_topics(&self) -> Vec<&str> {
+        distinct(self.jobs.iter().map(|j| j.topic.as_str()))
+    }
+
+    /// Every topic a process launches on (`on.topic`), each once, in the
+    /// order of the processes: the event topics Reactor consumes.
+    pub fn event_topics(&self) -> Vec<&str> {
+        distinct(
+            self.processes
+                .iter()
+                .filter_map(|p| p.on.as_ref().map(|on| on.topic.as_str())),
+        )
     }
 }
 
@@ -206,6 +239,18 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
         Some(offers) => stage::offers(&source, offers)?,
         None => OffersSettings::default(),
     };
+    let jobs = job::jobs(&source, &file.job, &stages, &kafka.topics)?;
+    let processes = process::processes(
+        &source,
+        &file.process,
+        process::Context {
+            jobs: &jobs,
+            stages: &stages,
+            tasks: &tasks,
+            time_zone: &time_zone,
+            topics: &kafka.topics,
+        },
+    )?;
     Ok(Loaded {
         config: Config {
             time_zone,
@@ -214,6 +259,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
             tasks,
             stages,
             offers,
+            jobs,
+            processes,
             kafka,
         },
         warnings,
@@ -320,6 +367,12 @@ impl Section<'_> {
         Expr::compile_for(source, variables)
             .map_err(|e| self.invalid(text, field, format!("`{source}`: {e}")))
     }
+
+    /// A five-field cron schedule.
+    fn cron(&self, text: &Spanned<String>, field: &str) -> Result<Cron, Error> {
+        let source = text.get_ref();
+        Cron::parse(source).map_err(|e| self.invalid(text, field, format!("`{source}`: {e}")))
+    }
 }
 
 #[cfg(test)]
@@ -367,6 +420,7 @@ mod tests {
         let config = parse("", "t.toml").unwrap().config;
         assert_eq!(config.pools.len(), 1);
         assert!(config.tasks.is_empty() && config.stages.is_empty());
+        assert!(config.jobs.is_empty() && config.processes.is_empty());
         assert_eq!(config.time_zone, TimeZone::UTC);
     }
 }

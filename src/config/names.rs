@@ -1,13 +1,13 @@
-//! The rules for names: ids of tasks, names of stages, and Kafka
+//! The rules for names: ids of tasks, stages, jobs and processes, and Kafka
 //! topic names, with the checks every section that names something shares.
 
 use toml::Spanned;
 
 use super::{Error, Section, Source, Topics};
 
-/// Whether `id` is a usable task id or stage name: non-empty
+/// Whether `id` is a usable task id or stage, job or process name: non-empty
 /// ASCII letters, digits and `_ . : -`. Run ids are `TASK#SEQ`,
-/// `STAGE/OFFER#SEQ`, so neither `/` nor `#` may appear
+/// `STAGE/OFFER#SEQ` and `PROCESS/KEY#N`, so neither `/` nor `#` may appear
 /// in one.
 pub(super) fn is_id(id: &str) -> bool {
     !id.is_empty()
@@ -27,7 +27,7 @@ pub(super) fn is_topic_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// The section of a `kind` (e.g. `stage`) named by `name`:
+/// The section of a `kind` (`stage`, `job`, `process`) named by `name`:
 /// the name must be an id, its subject is "KIND `NAME`"; `runs` shows the
 /// kind's run ids in the error.
 pub(super) fn named<'s>(
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn topic_names() {
-        for ok in ["a", "stage.price.runs", "A-b_c.1"] {
+        for ok in ["a", "job.send_tx.runs", "A-b_c.1"] {
             assert!(is_topic_name(ok), "{ok}");
         }
         let long = "x".repeat(250);

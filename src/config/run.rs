@@ -1,11 +1,11 @@
 //! The run policy every run target shares (DESIGN §7.1): `timeout`,
 //! `restart_after_timeout`, `accept` and `retry`, read and validated in one
-//! place for tasks and stages.
+//! place for tasks, stages and jobs.
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{Error, Section};
+use super::{Error, Position, Section};
 use crate::duration::Duration;
 
 /// Result acceptance when a run was re-dispatched.
@@ -40,7 +40,7 @@ impl Default for RetryPolicy {
     }
 }
 
-/// How the runs of a task or stage are supervised: the part of the run
+/// How the runs of a task, stage or job are supervised: the part of the run
 /// lifecycle (DESIGN §7) they share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPolicy {
@@ -70,7 +70,7 @@ impl RunPolicy {
     }
 }
 
-/// `retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }`.
+/// `retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"], requeue = "front" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RetryFile {
@@ -80,6 +80,8 @@ pub(super) struct RetryFile {
     backoff: Option<Spanned<Duration>>,
     /// Park times after the attempts are used up, one more attempt after each (default 30m, 1d).
     tiers: Option<Vec<Spanned<Duration>>>,
+    /// Jobs only: where a job coming back from a tier re-enters its queue (default "front").
+    requeue: Option<Spanned<Position>>,
 }
 
 /// The run policy keys of one section, as written.
@@ -100,19 +102,24 @@ pub(super) struct Defaults {
     pub timeout: Duration,
     /// `accept`.
     pub accept: Accept,
+    /// `retry.requeue`, for the kinds that have a queue to re-enter (jobs);
+    /// `None`: the key is refused.
+    pub requeue: Option<Position>,
 }
 
-/// Validates the run policy keys of `section`, filling in `defaults`.
+/// Validates the run policy keys of `section`, filling in `defaults`; also
+/// returns `retry.requeue` (`None` unless `defaults` has one).
 pub(super) fn policy(
     section: &Section<'_>,
     keys: RunKeys<'_>,
     defaults: Defaults,
-) -> Result<RunPolicy, Error> {
+) -> Result<(RunPolicy, Option<Position>), Error> {
     let timeout = match keys.timeout {
         Some(timeout) => section.positive(timeout, "timeout")?,
         None => defaults.timeout,
     };
     let mut retry = RetryPolicy::default();
+    let mut requeue = defaults.requeue;
     if let Some(r) = keys.retry {
         if let Some(attempts) = &r.attempts {
             retry.attempts = section.at_least_one(attempts, "retry.attempts", "")?;
@@ -133,11 +140,22 @@ pub(super) fn policy(
                 retry.tiers.push(*tier.get_ref());
             }
         }
+        if let Some(position) = &r.requeue {
+            if requeue.is_none() {
+                return Err(section.invalid(
+                    position,
+                    "retry.requeue",
+                    "only jobs have a queue to re-enter; leave it out here",
+                ));
+            }
+            requeue = Some(*position.get_ref());
+        }
     }
-    Ok(RunPolicy {
+    let policy = RunPolicy {
         timeout,
         restart_after_timeout: keys.restart_after_timeout.unwrap_or(true),
         accept: keys.accept.unwrap_or(defaults.accept),
         retry,
-    })
+    };
+    Ok((policy, requeue))
 }

@@ -173,7 +173,7 @@ pub(super) fn stages(
             ),
             None => None,
         };
-        let run = run::policy(
+        let (run, _) = run::policy(
             &section,
             RunKeys {
                 timeout: s.timeout.as_ref(),
@@ -184,6 +184,7 @@ pub(super) fn stages(
             run::Defaults {
                 timeout: DEFAULT_STAGE_TIMEOUT,
                 accept: Accept::Last,
+                requeue: None,
             },
         )?;
         stages.push(Stage {
@@ -440,6 +441,11 @@ retry = { attempts = 5, backoff = "10s", tiers = ["1h"] }
         let e = stage_error("retry = { backoff = \"0s\" }\n");
         assert!(
             e.starts_with("t.toml:3: stage `s`, field `retry.backoff`: must be positive"),
+            "{e}"
+        );
+        let e = stage_error("retry = { requeue = \"front\" }\n");
+        assert!(
+            e.starts_with("t.toml:3: stage `s`, field `retry.requeue`: only jobs"),
             "{e}"
         );
     }

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::run::{self, RetryFile, RunKeys};
-use super::{names, Accept, Error, RunPolicy, Source, Topics, Warning};
+use super::{names, Accept, Conflict, Error, RunPolicy, Source, Topics, Warning};
+use crate::cron::Cron;
 use crate::ctl::ParamName;
 use crate::duration::Duration;
 use crate::trigger::{self, Trigger};
@@ -46,7 +47,7 @@ pub(super) struct TaskFile {
     priority: i64,
     /// The trigger, in the trigger DSL.
     trigger: Spanned<String>,
-    /// Zone for chunk truncation, overriding the global `time_zone`.
+    /// Zone for chunk truncation and `schedule`, overriding the global `time_zone`.
     time_zone: Option<Spanned<String>>,
     /// No result by then: re-dispatch with a new pass (default 1h).
     timeout: Option<Spanned<Duration>>,
@@ -67,6 +68,10 @@ pub(super) struct TaskFile {
     params: BTreeMap<String, String>,
     /// Topic the run commands go to (default: the runtime's run topic).
     topic: Option<Spanned<String>>,
+    /// A five-field cron schedule that launches the task ("run now"), in its zone.
+    schedule: Option<Spanned<String>>,
+    /// What a `launch` does while the task is queued or running (default "reject").
+    conflict: Option<Conflict>,
 }
 
 /// A validated pool.
@@ -93,7 +98,7 @@ pub struct Task {
     pub trigger: Trigger<ParamName>,
     /// The trigger as written.
     pub trigger_text: String,
-    /// Zone for chunk truncation.
+    /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
     /// Timeout, result acceptance and retries of its runs.
     pub run: RunPolicy,
@@ -105,6 +110,11 @@ pub struct Task {
     pub params: BTreeMap<String, String>,
     /// Run topic override.
     pub topic: Option<String>,
+    /// A cron schedule that launches the task ("run now", under `conflict`),
+    /// read in [`Task::time_zone`].
+    pub schedule: Option<Cron>,
+    /// What a `launch` of the task does while it is queued or running.
+    pub conflict: Conflict,
 }
 
 /// Validates the `[[pool]]` sections; the "default" pool comes first,
@@ -231,7 +241,7 @@ pub(super) fn tasks(
             Some(name) => section.zone(name)?,
             None => cx.time_zone.clone(),
         };
-        let run = run::policy(
+        let (run, _) = run::policy(
             &section,
             RunKeys {
                 timeout: t.timeout.as_ref(),
@@ -242,6 +252,7 @@ pub(super) fn tasks(
             run::Defaults {
                 timeout: DEFAULT_TIMEOUT,
                 accept: Accept::Last,
+                requeue: None,
             },
         )?;
         let expect_every = match &t.expect_every {
@@ -260,6 +271,10 @@ pub(super) fn tasks(
             Some(topic) => Some(names::written_topic(&section, topic, "task", cx.topics)?),
             None => None,
         };
+        let schedule = match &t.schedule {
+            Some(text) => Some(section.cron(text, "schedule")?),
+            None => None,
+        };
         tasks.push(Task {
             id: t.id.clone(),
             pool,
@@ -272,6 +287,8 @@ pub(super) fn tasks(
             expect_every,
             params: t.params.clone(),
             topic,
+            schedule,
+            conflict: t.conflict.unwrap_or_default(),
         });
     }
     Ok(tasks)
@@ -315,6 +332,8 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
             Some("Europe/Moscow"),
             "bundled tz database"
         );
+        assert_eq!(task.schedule, None);
+        assert_eq!(task.conflict, Conflict::Reject);
     }
 
     #[test]
@@ -396,6 +415,13 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
                 "topic",
                 "is Reactor's own topic (kafka.topics.results)",
             ),
+            ("schedule = \"0 0 3 * * *\"\n", "schedule", "five fields"),
+            ("schedule = \"0 25 * * *\"\n", "schedule", "`0 25 * * *`: "),
+            (
+                "retry = { requeue = \"back\" }\n",
+                "retry.requeue",
+                "only jobs have a queue",
+            ),
         ];
         for (line, field, message) in cases {
             let e = task_error(&format!("pool = \"default\"\n{line}"));
@@ -405,13 +431,25 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
             );
             assert!(e.contains(message), "{line}: {e}");
         }
+        let e = task_error("conflict = \"later\"\n");
+        assert!(e.contains("line 4") && e.contains("later"), "{e}");
     }
 
     #[test]
-    fn task_topic() {
-        let text = "[[task]]\nid = \"a\"\ntrigger = \"delta(a/b, 1h)\"\ntopic = \"reactor.runs\"\n";
+    fn schedule_and_conflict() {
+        let text = "time_zone = \"Europe/Moscow\"\n[[task]]\nid = \"a\"\n\
+                    trigger = \"delta(a/b, 1h)\"\nschedule = \"0 3 * * *\"\n\
+                    conflict = \"queue\"\ntopic = \"reactor.runs\"\n";
         let task = parse(text, "t.toml").unwrap().config.tasks.remove(0);
+        assert_eq!(task.schedule.as_ref().map(Cron::text), Some("0 3 * * *"));
+        assert_eq!(task.conflict, Conflict::Queue);
+        assert_eq!(task.time_zone.iana_name(), Some("Europe/Moscow"));
         assert_eq!(task.topic.as_deref(), Some("reactor.runs"));
+        let next = task
+            .schedule
+            .unwrap()
+            .next_after("2024-06-01T12:00:00Z".parse().unwrap(), &task.time_zone);
+        assert_eq!(next, Some("2024-06-02T00:00:00Z".parse().unwrap()));
     }
 
     #[test]
