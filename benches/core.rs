@@ -78,6 +78,8 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         expect_every: None,
         params: BTreeMap::new(),
         topic: None,
+        schedule: None,
+        conflict: config::Conflict::default(),
     }
 }
 
@@ -105,6 +107,8 @@ fn shard_config(groups: usize, hot: usize) -> Config {
         tasks,
         stages: Vec::new(),
         offers: config::OffersSettings::default(),
+        jobs: Vec::new(),
+        processes: Vec::new(),
         kafka: config::KafkaSettings::default(),
     }
 }

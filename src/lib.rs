@@ -34,6 +34,7 @@
 //! - [`ctl`]: CTL parameters, the interned table of current values, time scales and chunk counting.
 //! - [`trigger`]: the trigger DSL: parsing with column errors, evaluation, `explain`, lint.
 //! - [`config`]: the TOML configuration and its validation (errors name file, line, task, field).
+//! - [`cron`]: five-field cron schedules and their next time in a zone (DST-correct).
 //! - [`task`]: task states, the durable task record, pool queues.
 //! - [`run`]: run ids, pass tokens, result matching, the retry policy.
 //! - [`timers`]: deadlines ordered by `(deadline, key)`.
@@ -91,6 +92,17 @@ pub mod config;
         clippy::unreachable
     )
 )]
+pub mod cron;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
 pub mod ctl;
 pub mod dev;
 #[cfg_attr(
@@ -128,7 +140,6 @@ pub mod metrics;
     )
 )]
 pub mod offer;
-pub mod proto;
 #[cfg_attr(
     not(test),
     deny(
@@ -140,9 +151,28 @@ pub mod proto;
     )
 )]
 pub mod process;
-#[cfg_attr(not(test), deny(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, clippy::unreachable))]
+pub mod proto;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
 pub mod router;
-#[cfg_attr(not(test), deny(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing, clippy::panic, clippy::unreachable))]
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
 pub mod run;
 pub mod runtime;
 pub mod service;

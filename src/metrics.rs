@@ -24,9 +24,7 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 use crate::action::{Action, Event, OfferState, Subject};
-use crate::engine::{
-    OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary,
-};
+use crate::engine::{OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary};
 use crate::run::Status;
 use crate::stage::Lane;
 use crate::task::TaskState;
@@ -1224,8 +1222,8 @@ mod tests {
     }
 
     fn stage_result(pass: u64) -> RunResult {
-        step: Default::default(),
         RunResult {
+            step: Default::default(),
             stage: Default::default(),
             run_id: "price/o1#1".to_string(),
             pass,

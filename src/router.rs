@@ -4,6 +4,11 @@
 //! with `partitioner=murmur2_random`. Pure, so the engine, the simulator and
 //! the runtime route alike without asking the broker.
 
+use std::collections::{HashMap, HashSet};
+
+use crate::config::Config;
+use crate::engine::{Command, Input, Target};
+
 /// Kafka's murmur2 hash of `data` (seed 0x9747b28c), as `Utils.murmur2`.
 pub fn murmur2(data: &[u8]) -> i32 {
     const SEED: u32 = 0x9747_b28c;
@@ -50,6 +55,126 @@ pub fn partition_for(key: &[u8], partitions: i32) -> i32 {
 pub fn owns(key: &str, index: u32, count: u32) -> bool {
     let count = i32::try_from(count).unwrap_or(i32::MAX);
     i64::from(partition_for(key.as_bytes(), count)) == i64::from(index)
+}
+
+/// Where an input goes: the shard that owns it, or (a launch for keys of
+/// several partitions) one command per owning shard, keys in list order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// The shard of this partition.
+    To(i32),
+    /// Each part to its shard.
+    Split(Vec<(i32, Command)>),
+}
+
+/// Which partition owns a task (by its pool), an offer, a process key, a
+/// result (by what its run id names) or a command — the one router of the
+/// runtime, the simulator and the tests.
+#[derive(Debug, Clone)]
+pub struct Router {
+    partitions: i32,
+    /// Task id → the partition of its pool.
+    tasks: HashMap<String, i32>,
+    /// Process names (jobs' implicit processes included).
+    processes: HashSet<String>,
+}
+
+impl Router {
+    /// The router of `config` over `partitions` partitions.
+    pub fn new(config: &Config, partitions: i32) -> Router {
+        let tasks = config
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                let pool = config.pools.get(t.pool)?;
+                Some((
+                    t.id.clone(),
+                    partition_for(pool.name.as_bytes(), partitions),
+                ))
+            })
+            .collect();
+        let processes = config
+            .processes
+            .iter()
+            .map(|p| p.name.clone())
+            .chain(config.jobs.iter().map(|j| j.name.clone()))
+            .collect();
+        Router {
+            partitions,
+            tasks,
+            processes,
+        }
+    }
+
+    /// The partition of `key` (an offer id or a business key).
+    pub fn key(&self, key: &str) -> i32 {
+        partition_for(key.as_bytes(), self.partitions)
+    }
+
+    /// The partition of task `id`; `None` for a task not configured.
+    pub fn task(&self, id: &str) -> Option<i32> {
+        self.tasks.get(id).copied()
+    }
+
+    /// Where `input`, which arrived on partition `arrived`, goes. What names
+    /// nothing known (an unknown task, a malformed run id) stays where it
+    /// arrived, whose shard rejects it; a shard-wide command (a rescan, one
+    /// per partition) stays too.
+    pub fn route(&self, input: &Input, arrived: i32) -> Route {
+        let task = |id: &str| Route::To(self.task(id).unwrap_or(arrived));
+        match input {
+            Input::Offer(change) => Route::To(self.key(&change.offer_id)),
+            Input::Result(r) => {
+                if let Some(id) = crate::process::parse_step_run_id(&r.run_id)
+                    .filter(|id| self.processes.contains(id.process))
+                {
+                    Route::To(self.key(id.key))
+                } else if let Some((_, offer)) = crate::engine::parse_stage_run_id(&r.run_id) {
+                    Route::To(self.key(offer))
+                } else if crate::engine::is_stage_run_id(&r.run_id) {
+                    Route::To(arrived)
+                } else {
+                    crate::run::parse_run_id(&r.run_id).map_or(Route::To(arrived), |(t, _)| task(t))
+                }
+            }
+            Input::Command(c) => match c.target() {
+                Target::Task(t) => task(t),
+                Target::Offer(id) | Target::Key(id) => Route::To(self.key(id)),
+                Target::Shard => Route::To(arrived),
+                Target::Keys(keys) => self.split(c, keys, arrived),
+            },
+            Input::Ctl { .. } | Input::Record(_) => Route::To(arrived),
+        }
+    }
+
+    /// A launch for several keys: one launch per owning partition, each
+    /// with its keys in list order.
+    fn split(&self, command: &Command, keys: &[String], arrived: i32) -> Route {
+        let mut parts: Vec<(i32, Vec<String>)> = Vec::new();
+        for key in keys {
+            let p = self.key(key);
+            match parts.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, keys)) => keys.push(key.clone()),
+                None => parts.push((p, vec![key.clone()])),
+            }
+        }
+        match parts.as_slice() {
+            [] => Route::To(arrived),
+            [(p, _)] => Route::To(*p),
+            _ => Route::Split(
+                parts
+                    .into_iter()
+                    .map(|(p, keys)| {
+                        let mut part = command.clone();
+                        if let Command::Launch { keys: k, .. } = &mut part {
+                            *k = keys;
+                        }
+                        (p, part)
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

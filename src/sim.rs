@@ -528,12 +528,8 @@ impl Simulator {
                         .cloned(),
                     None => self.engine.step_run(&process, &key),
                 };
-                let (run_id, pass) = known.unwrap_or_else(|| {
-                    (
-                        crate::run::run_id(&format!("{process}/{key}#0.0"), 0),
-                        0,
-                    )
-                });
+                let (run_id, pass) = known
+                    .unwrap_or_else(|| (crate::run::run_id(&format!("{process}/{key}#0.0"), 0), 0));
                 let mut result = RunResult::new(run_id, pass, c.status);
                 result.error = c.error;
                 result.step = crate::engine::StepReply {

@@ -224,3 +224,37 @@ fn the_offers_example_runs_as_the_readme_shows() {
         ]
     );
 }
+
+#[test]
+fn the_processes_example_checks() {
+    let out = reactor(&["check", "-c", "examples/processes.toml"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("3 jobs, 2 processes, 0 warnings"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn process_with_an_unknown_step_exits_2_naming_process_field_and_line() {
+    let path = temp_config(
+        "bad-step",
+        "[[job]]\nname = \"send_tx\"\n\n[[process]]\nname = \"payout\"\n\
+         steps = [\"reserve\", \"send_tx\"]\n",
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "config.toml:6: process `payout`, field `steps`: no job named `reserve`; \
+             declare it in a [[job]] section"
+        ),
+        "{err}"
+    );
+}

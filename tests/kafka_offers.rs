@@ -88,6 +88,7 @@ fn success(
     state: Option<serde_json::Value>,
 ) -> RunResult {
     RunResult {
+        step: Default::default(),
         run_id: run.run_id.clone(),
         pass: run.pass,
         status: Status::Succeeded,

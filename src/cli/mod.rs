@@ -182,11 +182,15 @@ pub fn main() -> ExitCode {
         }
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {
+                let c = &loaded.config;
                 println!(
-                    "{}: ok ({} tasks, {} pools, {} warnings)",
+                    "{}: ok ({} tasks, {} pools, {} stages, {} jobs, {} processes, {} warnings)",
                     config.display(),
-                    loaded.config.tasks.len(),
-                    loaded.config.pools.len(),
+                    c.tasks.len(),
+                    c.pools.len(),
+                    c.stages.len(),
+                    c.jobs.len(),
+                    c.processes.len(),
                     loaded.warnings.len()
                 );
                 ExitCode::SUCCESS

@@ -71,9 +71,9 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
             Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
             Store::Offer => Value::Offer(Box::new(offer_from_proto(decode(bytes)?)?)),
             Store::Rescan => Value::Rescan(rescan_from_proto(decode(bytes)?)?),
-            Store::Process => Value::Process(Box::new(super::process::key_from_proto(decode(
-                bytes,
-            )?)?)),
+            Store::Process => {
+                Value::Process(Box::new(super::process::key_from_proto(decode(bytes)?)?))
+            }
             Store::Schedule => {
                 Value::Schedule(super::process::schedule_from_proto(decode(bytes)?)?)
             }
@@ -415,6 +415,9 @@ mod tests {
                 awaiting_data: true,
             }),
             pause_requested: true,
+            launch: Some([("day".to_string(), "2024-06-01".to_string())].into()),
+            again: Some(Default::default()),
+            cron_at: Some(ts("2021-04-26T03:00:00Z")),
         }
     }
 
@@ -833,6 +836,9 @@ mod tests {
                     sla_due,
                     hold,
                     pause_requested,
+                    launch: None,
+                    again: None,
+                    cron_at: None,
                 },
             )
     }

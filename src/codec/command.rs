@@ -7,8 +7,8 @@ use super::wire::{decode, encode, Format};
 use crate::engine::Command;
 use crate::proto::v1;
 use crate::proto::v1::command::{
-    Cancel, ClearLast, Launch, Op, Pause, Rescan, ResetKey, Resume, SetLast, SetStageState,
-    Submit, UnparkOffer,
+    Cancel, ClearLast, Launch, Op, Pause, Rescan, ResetKey, Resume, SetLast, SetStageState, Submit,
+    UnparkOffer,
 };
 
 /// `Command.op` number of `set_stage_state`.
@@ -104,8 +104,7 @@ fn decode_launch(l: Launch) -> Result<Command, DecodeError> {
             if !l.keys.is_empty() || l.params.is_some() {
                 return Err(DecodeError::InvalidField {
                     field: "task",
-                    reason: "a task launch takes `task_params`, not `keys` or `params`"
-                        .to_string(),
+                    reason: "a task launch takes `task_params`, not `keys` or `params`".to_string(),
                 });
             }
             Ok(Command::LaunchTask {

@@ -27,6 +27,15 @@ mod kind {
     pub(super) const PING_PONG: &str = "ping_pong";
     pub(super) const STAGE_STATE: &str = "stage_state";
     pub(super) const RESCAN_PROGRESS: &str = "rescan_progress";
+    pub(super) const PROCESS_STARTED: &str = "process_started";
+    pub(super) const PROCESS_SUCCEEDED: &str = "process_succeeded";
+    pub(super) const PROCESS_FAILED: &str = "process_failed";
+    pub(super) const PROCESS_CANCELLED: &str = "process_cancelled";
+    pub(super) const PROCESS_TIMED_OUT: &str = "process_timed_out";
+    pub(super) const PROCESS_IDLE: &str = "process_idle";
+    pub(super) const LAUNCH_REJECTED: &str = "launch_rejected";
+    pub(super) const LAUNCH_QUEUED: &str = "launch_queued";
+    pub(super) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 }
 
 /// The event's name on the wire, as `Event` serializes it (`run_timed_out`).
@@ -144,6 +153,21 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
         Event::CommandRejected { reason, .. } => {
             m.reason = Some(reason.clone());
         }
+        Event::ProcessStarted { source, .. } => m.source = source.clone(),
+        Event::ProcessSucceeded { .. }
+        | Event::ProcessTimedOut { .. }
+        | Event::LaunchQueued { .. } => {}
+        Event::ProcessFailed { reason, error, .. } => {
+            m.reason = Some(reason.clone());
+            m.error = Some(error.clone());
+        }
+        Event::ProcessCancelled { reason, .. } => m.reason = Some(reason.clone()),
+        Event::ProcessIdle { idle_for, .. } => m.idle_for = Some(idle_for.to_string()),
+        Event::LaunchRejected { reason, error, .. } => {
+            m.reason = Some(reason.clone());
+            m.error = error.clone();
+        }
+        Event::DeadlineExceeded { deadline, .. } => m.deadline = ts(deadline),
         Event::StaleVersion {
             stage,
             offer,
@@ -273,6 +297,41 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             subject,
             reason: required("reason", m.reason)?,
         },
+        kind::PROCESS_STARTED => Event::ProcessStarted {
+            subject: process(subject)?,
+            source: m.source,
+        },
+        kind::PROCESS_SUCCEEDED => Event::ProcessSucceeded {
+            subject: process(subject)?,
+        },
+        kind::PROCESS_FAILED => Event::ProcessFailed {
+            subject: process(subject)?,
+            reason: required("reason", m.reason)?,
+            error: required("error", m.error)?,
+        },
+        kind::PROCESS_CANCELLED => Event::ProcessCancelled {
+            subject: process(subject)?,
+            reason: required("reason", m.reason)?,
+        },
+        kind::PROCESS_TIMED_OUT => Event::ProcessTimedOut {
+            subject: process(subject)?,
+        },
+        kind::PROCESS_IDLE => Event::ProcessIdle {
+            subject: process(subject)?,
+            idle_for: duration_field("idle_for", m.idle_for)?,
+        },
+        kind::LAUNCH_REJECTED => Event::LaunchRejected {
+            subject,
+            reason: required("reason", m.reason)?,
+            error: m.error,
+        },
+        kind::LAUNCH_QUEUED => Event::LaunchQueued {
+            subject: process(subject)?,
+        },
+        kind::DEADLINE_EXCEEDED => Event::DeadlineExceeded {
+            subject: process(subject)?,
+            deadline: required_ts("deadline", m.deadline.as_ref())?,
+        },
         kind::STALE_VERSION => {
             let (stage, offer) = stage_offer(m.stage, m.offer_id)?;
             Event::StaleVersion {
@@ -329,6 +388,14 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
         }
     };
     Ok((event, at))
+}
+
+/// A process event's subject must name a process and key.
+fn process(subject: Subject) -> Result<Subject, DecodeError> {
+    match subject {
+        Subject::Process { .. } => Ok(subject),
+        _ => Err(DecodeError::MissingField("process")),
+    }
 }
 
 /// What the wire message is about: a process (`process` + `key`), a stage
@@ -497,6 +564,52 @@ mod tests {
             attempts: 5,
             error: "node down".into(),
         });
+        let key = || Subject::Process {
+            process: "payout".into(),
+            key: "u1".into(),
+            instance: Some("payout/u1#1".into()),
+            job: None,
+        };
+        events.extend([
+            Event::ProcessStarted {
+                subject: key(),
+                source: Some("op:7".into()),
+            },
+            Event::ProcessStarted {
+                subject: key(),
+                source: None,
+            },
+            Event::ProcessSucceeded { subject: key() },
+            Event::ProcessFailed {
+                subject: key(),
+                reason: "deadline".into(),
+                error: "job deadline passed".into(),
+            },
+            Event::ProcessCancelled {
+                subject: key(),
+                reason: "operator".into(),
+            },
+            Event::ProcessTimedOut { subject: key() },
+            Event::ProcessIdle {
+                subject: step(),
+                idle_for: Duration::from_secs(1800),
+            },
+            Event::LaunchRejected {
+                subject: key(),
+                reason: "validation".into(),
+                error: Some("no such key: amount".into()),
+            },
+            Event::LaunchRejected {
+                subject: Subject::task(task()),
+                reason: "active".into(),
+                error: None,
+            },
+            Event::LaunchQueued { subject: key() },
+            Event::DeadlineExceeded {
+                subject: step(),
+                deadline: ts("2024-06-01T06:00:00Z"),
+            },
+        ]);
         events
     }
 

@@ -7,8 +7,8 @@ use super::error::DecodeError;
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use crate::offer::{normalize_body, Body};
 use crate::process::{
-    Cursor, InstanceRecord, KeyRecord, Lane, Launch, Outcome, Placement, Position,
-    ScheduleRecord, Status, Step,
+    Cursor, InstanceRecord, KeyRecord, Lane, Launch, Outcome, Placement, ScheduleRecord, Status,
+    Step,
 };
 use crate::proto::v1;
 use crate::proto::v1::key_record;
@@ -245,6 +245,7 @@ pub(super) fn schedule_from_proto(m: v1::ScheduleRecord) -> Result<ScheduleRecor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::Position;
     use crate::run::{Phase, Run};
 
     fn ts(s: &str) -> jiff::Timestamp {

@@ -21,10 +21,10 @@ use crate::ctl::ParamName;
 pub use input::{
     Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
 };
-pub use processes::launch::{event_launches, EventLaunch, ON_VARIABLES, WHEN_VARIABLES};
-pub use processes::{JobStats, KeyView};
 pub use offers::{is_stage_run_id, parse_stage_run_id};
 pub use offers::{OfferCounters, OfferView, SlotView, StageStats, RESCAN_CHUNK};
+pub use processes::launch::{event_launches, EventLaunch, ON_VARIABLES, WHEN_VARIABLES};
+pub use processes::{JobStats, KeyView};
 pub use tasks::{PoolStats, Stats, TaskSummary, TaskView};
 
 /// Why a shard could not restore a changelog or apply an input.
@@ -383,7 +383,11 @@ impl Engine {
 
     /// The launches a record on an `on` topic asks for (the router sends
     /// each to the shard owning its key), with the expression failures.
-    pub fn launches_for(&self, record: &EventRecord, now: Timestamp) -> (Vec<EventLaunch>, Vec<(String, String)>) {
+    pub fn launches_for(
+        &self,
+        record: &EventRecord,
+        now: Timestamp,
+    ) -> (Vec<EventLaunch>, Vec<(String, String)>) {
         self.processes.launches_for(record, now)
     }
 

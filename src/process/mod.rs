@@ -30,6 +30,7 @@ pub use queue::{JobQueue, Lane, Placement};
     Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::Display,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -54,6 +55,7 @@ pub enum Position {
     Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::Display,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -80,6 +82,7 @@ pub enum Conflict {
     Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::Display,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -366,13 +369,13 @@ pub fn last_json(process: &str, key: &str, last: Option<&Outcome>) -> serde_json
         return serde_json::Value::Null;
     };
     let mut m = serde_json::Map::new();
-    m.insert(
-        "instance".into(),
-        instance_id(process, key, last.n).into(),
-    );
+    m.insert("instance".into(), instance_id(process, key, last.n).into());
     m.insert("status".into(), last.status.as_str().into());
     m.insert("finished_at".into(), last.finished_at.to_string().into());
-    m.insert("context".into(), serde_json::Value::Object(last.context.clone()));
+    m.insert(
+        "context".into(),
+        serde_json::Value::Object(last.context.clone()),
+    );
     if let Some(error) = &last.error {
         m.insert("error".into(), error.clone().into());
     }
@@ -387,12 +390,9 @@ pub fn context_json(process: &str, key: &str, record: &KeyRecord) -> serde_json:
     m.insert("goal", serde_json::Value::from(record.goal));
     m.insert(
         "active",
-        record
-            .active
-            .as_ref()
-            .map_or(serde_json::Value::Null, |i| {
-                instance_id(process, key, i.n).into()
-            }),
+        record.active.as_ref().map_or(serde_json::Value::Null, |i| {
+            instance_id(process, key, i.n).into()
+        }),
     );
     m.insert("waiting", serde_json::Value::from(record.waiting.len()));
     serde_json::to_value(m).unwrap_or(serde_json::Value::Null)

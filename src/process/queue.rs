@@ -67,7 +67,13 @@ impl JobQueue {
     /// Places `n` entries at `position` of lane `lane` and `priority`; the
     /// `i`-th of them takes the returned placement's order `+ i`, so a block
     /// keeps its order at either end.
-    pub fn reserve(&mut self, lane: Lane, priority: i64, position: Position, n: usize) -> Placement {
+    pub fn reserve(
+        &mut self,
+        lane: Lane,
+        priority: i64,
+        position: Position,
+        n: usize,
+    ) -> Placement {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         let order = match position {
             Position::Back => {
@@ -130,7 +136,13 @@ impl JobQueue {
 }
 
 fn entry(at: Placement, process: u16, key: &str) -> Entry {
-    (at.lane, Reverse(at.priority), at.order, process, key.to_string())
+    (
+        at.lane,
+        Reverse(at.priority),
+        at.order,
+        process,
+        key.to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -152,7 +164,14 @@ mod tests {
         q.insert(at, 0, "f1");
         let block = q.reserve(Lane::Live, 0, Position::Front, 2);
         for (i, key) in ["x", "y"].into_iter().enumerate() {
-            q.insert(Placement { order: block.order + i as i64, ..block }, 0, key);
+            q.insert(
+                Placement {
+                    order: block.order + i as i64,
+                    ..block
+                },
+                0,
+                key,
+            );
         }
         let at = q.reserve(Lane::Live, 0, Position::Back, 1);
         q.insert(at, 0, "c");
@@ -175,12 +194,31 @@ mod tests {
     #[test]
     fn a_restored_queue_orders_new_pushes_around_the_old_ones() {
         let mut q = JobQueue::default();
-        q.insert(Placement { lane: Lane::Live, priority: 0, order: -3 }, 0, "old_front");
-        q.insert(Placement { lane: Lane::Live, priority: 0, order: 7 }, 0, "old_back");
+        q.insert(
+            Placement {
+                lane: Lane::Live,
+                priority: 0,
+                order: -3,
+            },
+            0,
+            "old_front",
+        );
+        q.insert(
+            Placement {
+                lane: Lane::Live,
+                priority: 0,
+                order: 7,
+            },
+            0,
+            "old_back",
+        );
         let f = q.reserve(Lane::Live, 0, Position::Front, 1);
         q.insert(f, 0, "new_front");
         let b = q.reserve(Lane::Live, 0, Position::Back, 1);
         q.insert(b, 0, "new_back");
-        assert_eq!(drain(&mut q), ["new_front", "old_front", "old_back", "new_back"]);
+        assert_eq!(
+            drain(&mut q),
+            ["new_front", "old_front", "old_back", "new_back"]
+        );
     }
 }

@@ -14,9 +14,9 @@ use rdkafka::Message;
 use super::output::{self, OutRecord};
 use super::{Error, Runtime, MAX_DEFERRED_DEAD, MAX_POLL_BATCH};
 use crate::codec;
-use crate::engine::{is_stage_run_id, parse_stage_run_id, Input, Target};
-use crate::kafka::partition_for;
+use crate::engine::Input;
 use crate::metrics;
+use crate::router::Route;
 
 impl Runtime {
     /// Handles up to a batch of group inputs; returns how many came.
@@ -89,31 +89,69 @@ impl Runtime {
                 return Ok(());
             }
         };
-        let owner = self.owner(&input, p);
-        if owner != p {
-            let forward = OutRecord {
-                topic: topic.clone(),
-                partition: Some(owner),
-                key: m.key().unwrap_or_default().to_vec(),
-                payload: m.payload().map(<[u8]>::to_vec),
-                headers: Vec::new(),
-            };
-            tracing::debug!(
-                topic,
-                from = p,
-                to = owner,
-                "forwarding a record to the partition that owns its key"
-            );
-            self.shards
-                .get_mut(&p)
-                .expect("checked above")
-                .pending
-                .push(forward);
-            return Ok(());
+        match self.router.route(&input, p) {
+            Route::To(owner) if owner == p => {}
+            Route::To(owner) => {
+                self.forward(p, owner, &topic, m.key(), m.payload().map(<[u8]>::to_vec));
+                return Ok(());
+            }
+            Route::Split(parts) => {
+                // A launch for keys of several partitions: each part goes to
+                // its owner (this shard's own part is applied here), all in
+                // this shard's transaction.
+                let format = crate::codec::Format::Protobuf;
+                let mut local = None;
+                for (owner, command) in parts {
+                    if owner == p {
+                        local = Some(command);
+                    } else {
+                        let payload = codec::encode_command(&command, format);
+                        self.forward(p, owner, &topic, m.key(), Some(payload));
+                    }
+                }
+                match local {
+                    Some(command) => return self.apply(p, m, Input::Command(command)),
+                    None => return Ok(()),
+                }
+            }
         }
+        self.apply(p, m, input)
+    }
+
+    /// Forwards a record that arrived on partition `from` to the partition
+    /// `to` that owns its key, in `from`'s transaction.
+    fn forward(
+        &mut self,
+        from: i32,
+        to: i32,
+        topic: &str,
+        key: Option<&[u8]>,
+        payload: Option<Vec<u8>>,
+    ) {
+        tracing::debug!(
+            topic,
+            from,
+            to,
+            "forwarding a record to the partition that owns its key"
+        );
+        if let Some(shard) = self.shards.get_mut(&from) {
+            shard.pending.push(OutRecord {
+                topic: topic.to_string(),
+                partition: Some(to),
+                key: key.unwrap_or_default().to_vec(),
+                payload,
+                headers: Vec::new(),
+            });
+        }
+    }
+
+    /// Applies `input` (from record `m`) to shard `p`, which owns it.
+    fn apply(&mut self, p: i32, m: &OwnedMessage, input: Input) -> Result<(), Error> {
         let now = self.now();
         let settings = &self.options.config.kafka;
-        let shard = self.shards.get_mut(&p).expect("checked above");
+        let Some(shard) = self.shards.get_mut(&p) else {
+            return Ok(());
+        };
         let success = match &input {
             Input::Result(r) if r.status == crate::run::Status::Succeeded => {
                 Some((shard.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
@@ -133,36 +171,6 @@ impl Runtime {
         }
         output::encode(&actions, p, settings, now, &mut shard.pending);
         Ok(())
-    }
-
-    /// The shard that owns `input`, which arrived on partition `arrived`:
-    /// offers (and their stage results and commands) by the offer id's
-    /// murmur2 partition, tasks by their pool's, and a shard-wide command
-    /// (a rescan, sent to every partition) by where it arrived. A result or
-    /// command naming an unknown task stays where it arrived: its shard
-    /// rejects it.
-    fn owner(&self, input: &Input, arrived: i32) -> i32 {
-        let partitions = self.options.partitions;
-        let offer = |id: &str| partition_for(id.as_bytes(), partitions);
-        let task = |id: &str| self.owners.get(id).copied().unwrap_or(arrived);
-        match input {
-            Input::Offer(change) => offer(&change.offer_id),
-            Input::Result(r) => {
-                if let Some((_, id)) = parse_stage_run_id(&r.run_id) {
-                    offer(id)
-                } else if is_stage_run_id(&r.run_id) {
-                    arrived
-                } else {
-                    crate::run::parse_run_id(&r.run_id).map_or(arrived, |(t, _)| task(t))
-                }
-            }
-            Input::Command(c) => match c.target() {
-                Target::Task(t) => task(t),
-                Target::Offer(id) => offer(id),
-                Target::Shard => arrived,
-            },
-            Input::Ctl { .. } => arrived,
-        }
     }
 
     /// Applies up to a batch of CTL changes; returns how many came.

@@ -18,7 +18,7 @@ pub mod output;
 mod shards;
 pub mod supervisor;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -94,8 +94,8 @@ pub struct Runtime {
     shards: BTreeMap<i32, Shard>,
     /// The global CTL table: latest value per parameter.
     table: CtlTable,
-    /// Task id → the partition that owns it (its pool's), for routing inputs.
-    owners: HashMap<String, i32>,
+    /// Which partition owns a task, an offer, a key, a result, a command.
+    router: crate::router::Router,
     /// Next offset to commit per group input partition.
     offsets: BTreeMap<(String, i32), i64>,
     /// Last metrics export.
@@ -143,18 +143,7 @@ impl Runtime {
                 .init_transactions(CALL_TIMEOUT)
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
-        let owners = options
-            .config
-            .tasks
-            .iter()
-            .map(|t| {
-                let pool = &options.config.pools[t.pool].name;
-                (
-                    t.id.clone(),
-                    partition_for(pool.as_bytes(), options.partitions),
-                )
-            })
-            .collect();
+        let router = crate::router::Router::new(&options.config, options.partitions);
         let mut runtime = Runtime {
             options,
             group,
@@ -162,7 +151,7 @@ impl Runtime {
             producer,
             shards: BTreeMap::new(),
             table: CtlTable::default(),
-            owners,
+            router,
             offsets: BTreeMap::new(),
             metrics_at: Instant::now(),
             deferred_dead: BTreeMap::new(),

@@ -5,16 +5,20 @@
 //! `version`, `updated_at`), `state` (the stage's state, `null` when none)
 //! and `now`. Timestamps are CEL timestamps: `meta.updated_at` and `now`
 //! directly, body strings through `timestamp(offer.published_at)`.
+//!
+//! Other expressions of the configuration (process `when`, `on`, `schedule`)
+//! compile through the same path with their own variables: [`Expr::compile_for`].
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use cel::common::ast::{EntryExpr, Expr as Node, IdedExpr, SourceInfo};
 use cel::{Context, Env, Program, Value};
 use jiff::Timestamp;
 
 use crate::offer::Body;
 
-/// The variables an expression may use.
+/// The variables a stage expression may use.
 pub const VARIABLES: [&str; 4] = ["offer", "meta", "state", "now"];
 
 /// Why an expression could not be compiled or evaluated.
@@ -29,10 +33,14 @@ pub enum Error {
         message: String,
     },
     /// The expression uses a variable that does not exist.
-    #[error("unknown variable `{name}`; expressions see {}", VARIABLES.join(", "))]
+    #[error("column {column}: unknown variable `{name}`; expressions here see {}", allowed.join(", "))]
     UnknownVariable {
         /// The variable.
         name: String,
+        /// 1-based column (in characters) of its first use.
+        column: usize,
+        /// The variables the expression may use.
+        allowed: &'static [&'static str],
     },
     /// Evaluation failed (a missing field, a type mismatch …).
     #[error("{0}")]
@@ -80,8 +88,15 @@ impl fmt::Display for Expr {
 }
 
 impl Expr {
-    /// Compiles `text`, refusing syntax errors and unknown variables.
+    /// Compiles a stage expression (over [`VARIABLES`]), refusing syntax
+    /// errors and unknown variables.
     pub fn compile(text: &str) -> Result<Expr, Error> {
+        Expr::compile_for(text, &VARIABLES)
+    }
+
+    /// Compiles `text` for a context that binds `variables`, refusing syntax
+    /// errors and any other variable.
+    pub fn compile_for(text: &str, variables: &'static [&'static str]) -> Result<Expr, Error> {
         let program = env().compile(text).map_err(|e| {
             let first = e.errors.first();
             Error::Syntax {
@@ -89,14 +104,22 @@ impl Expr {
                 message: first.map_or_else(|| e.to_string(), |p| p.msg.clone()),
             }
         })?;
-        if let Some(name) = program
-            .references()
-            .variables()
-            .into_iter()
-            .find(|v| !VARIABLES.contains(v))
-        {
+        let mut first: Option<(&str, u32)> = None;
+        unknown_variables(
+            program.expression(),
+            program.source_info(),
+            variables,
+            &mut Vec::new(),
+            &mut first,
+        );
+        if let Some((name, offset)) = first {
+            let before = usize::try_from(offset)
+                .ok()
+                .and_then(|offset| text.get(..offset));
             return Err(Error::UnknownVariable {
                 name: name.to_string(),
+                column: before.map_or(1, |before| before.chars().count() + 1),
+                allowed: variables,
             });
         }
         Ok(Expr {
@@ -158,6 +181,69 @@ impl Expr {
         self.program
             .execute(&ctx)
             .map_err(|e| Error::Eval(e.to_string()))
+    }
+}
+
+/// Finds the identifier written first among those that are neither in
+/// `allowed` nor bound by an enclosing macro (`exists(x, …)` binds `x`), with
+/// its byte offset in the source.
+fn unknown_variables<'e>(
+    node: &'e IdedExpr,
+    source: &SourceInfo,
+    allowed: &[&str],
+    bound: &mut Vec<&'e str>,
+    first: &mut Option<(&'e str, u32)>,
+) {
+    let mut visit = |node: &'e IdedExpr, bound: &mut Vec<&'e str>| {
+        unknown_variables(node, source, allowed, bound, first);
+    };
+    match &node.expr {
+        // `@`-names are the parser's own accumulators.
+        Node::Ident(name)
+            if !name.starts_with('@')
+                && !allowed.contains(&name.as_str())
+                && !bound.contains(&name.as_str()) =>
+        {
+            let offset = source.offset_for(node.id).map_or(0, |(start, _)| start);
+            if first.is_none_or(|(_, seen)| offset < seen) {
+                *first = Some((name, offset));
+            }
+        }
+        Node::Ident(_) | Node::Literal(_) | Node::Unspecified => {}
+        Node::Select(select) => visit(&select.operand, bound),
+        Node::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, bound);
+            }
+            call.args.iter().for_each(|arg| visit(arg, bound));
+        }
+        Node::List(list) => list.elements.iter().for_each(|e| visit(e, bound)),
+        Node::Map(map) => map.entries.iter().for_each(|e| match &e.expr {
+            EntryExpr::StructField(field) => visit(&field.value, bound),
+            EntryExpr::MapEntry(entry) => {
+                visit(&entry.key, bound);
+                visit(&entry.value, bound);
+            }
+        }),
+        Node::Struct(object) => object.entries.iter().for_each(|e| match &e.expr {
+            EntryExpr::StructField(field) => visit(&field.value, bound),
+            EntryExpr::MapEntry(entry) => {
+                visit(&entry.key, bound);
+                visit(&entry.value, bound);
+            }
+        }),
+        Node::Comprehension(c) => {
+            visit(&c.iter_range, bound);
+            visit(&c.accu_init, bound);
+            let outer = bound.len();
+            bound.push(&c.iter_var);
+            bound.extend(c.iter_var2.as_deref());
+            bound.push(&c.accu_var);
+            visit(&c.loop_cond, bound);
+            visit(&c.loop_step, bound);
+            visit(&c.result, bound);
+            bound.truncate(outer);
+        }
     }
 }
 
@@ -435,8 +521,58 @@ mod tests {
         assert_eq!(
             Expr::compile("offr.price > 1").unwrap_err(),
             Error::UnknownVariable {
-                name: "offr".into()
+                name: "offr".into(),
+                column: 1,
+                allowed: &VARIABLES,
             }
         );
+    }
+
+    #[test]
+    fn unknown_variables_name_their_first_column() {
+        let column = |text: &str| match Expr::compile(text) {
+            Err(Error::UnknownVariable { column, .. }) => column,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(column("'x' + x"), 7);
+        assert_eq!(column("offer.x + x"), 11);
+        assert_eq!(column("\"a\\\"x\" + x"), 10);
+        assert_eq!(column("'é' + x"), 7, "characters, not bytes");
+        assert_eq!(column("x.a + offer.b + x.c"), 1);
+        assert_eq!(
+            column("[y, 1].exists(v, v == x)"),
+            2,
+            "the first one written"
+        );
+    }
+
+    #[test]
+    fn macro_variables_are_bound_inside_their_macro_only() {
+        let s = scope(json!({"items": [1, 5], "tags": {"a": 1}}));
+        let e = Expr::compile("offer.items.exists(i, i > 4) && offer.items.all(i, i > 0)").unwrap();
+        assert_eq!(e.eval_bool(&s, None), Ok(true));
+        let e = Expr::compile("offer.items.map(i, i * 2).filter(j, j > 2).size() == 1").unwrap();
+        assert_eq!(e.eval_bool(&s, None), Ok(true));
+        match Expr::compile("offer.items.exists(i, i > 0) && i > 0") {
+            Err(Error::UnknownVariable { name, column, .. }) => {
+                assert_eq!((name.as_str(), column), ("i", 33));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn compile_for_checks_the_given_variables() {
+        const ON: &[&str] = &["record", "headers", "now"];
+        assert!(Expr::compile_for("record.amount > 0 && headers.kind == 'x'", ON).is_ok());
+        let e = Expr::compile_for("offer.amount > 0", ON).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "column 1: unknown variable `offer`; expressions here see record, headers, now"
+        );
+        assert!(matches!(
+            Expr::compile_for("record.", ON),
+            Err(Error::Syntax { .. })
+        ));
     }
 }

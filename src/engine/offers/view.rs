@@ -159,13 +159,18 @@ impl crate::engine::processes::schedule::OfferSource for Offers {
         };
         let mut last = None;
         let mut seen = 0;
-        for (id, rt) in self.map.range::<String, _>((from, Bound::Unbounded)).take(n) {
+        for (id, rt) in self
+            .map
+            .range::<String, _>((from, Bound::Unbounded))
+            .take(n)
+        {
             seen += 1;
             last = Some(id.clone());
             if rt.deleted {
                 continue;
             }
-            let scope = crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            let scope =
+                crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
             f(id, &scope);
         }
         (last, seen < n)

@@ -14,8 +14,8 @@ use crate::engine::input::EventRecord;
 use crate::engine::{bug, Error};
 use crate::offer::Body;
 use crate::process::{
-    context_json, instance_id, last_json, Conflict, InstanceRecord, KeyRecord, Launch,
-    Placement, Position, Refusal, Reuse, Step,
+    context_json, instance_id, last_json, Conflict, InstanceRecord, KeyRecord, Launch, Placement,
+    Position, Refusal, Reuse, Step,
 };
 use crate::run::{add, RunSlot};
 

@@ -29,7 +29,6 @@ use crate::duration::Duration;
 use crate::engine::{bug, Error};
 use crate::process::{
     instance_id, Conflict, JobQueue, KeyRecord, Placement, Position, Reuse, ScheduleRecord,
-    Status,
 };
 use crate::run::{Alarms, Due};
 use crate::stage::limit;
@@ -260,11 +259,6 @@ impl Processes {
         self.proc_by_name.contains_key(name)
     }
 
-    /// Whether any process or job is configured.
-    pub(super) fn is_empty(&self) -> bool {
-        self.procs.is_empty()
-    }
-
     pub(super) fn next_deadline(&self) -> Option<Timestamp> {
         self.timers.next()
     }
@@ -304,7 +298,11 @@ impl Processes {
     /// The subject of events about process `p` and `key`, with the active
     /// instance (and, with `job`, the current step's job).
     fn subject(&self, p: u16, key: &str, job: bool) -> Subject {
-        let name = self.procs.get(p as usize).map(|d| d.name.clone()).unwrap_or_default();
+        let name = self
+            .procs
+            .get(p as usize)
+            .map(|d| d.name.clone())
+            .unwrap_or_default();
         let active = self.record(p, key).and_then(|r| r.active.as_ref());
         let instance = active.map(|i| instance_id(&name, key, i.n));
         let job = active
@@ -464,9 +462,4 @@ fn nth(first: Placement, i: usize) -> Placement {
             .saturating_add(i64::try_from(i).unwrap_or(i64::MAX)),
         ..first
     }
-}
-
-/// The statuses as listed for operators and metrics.
-pub fn statuses() -> &'static [Status] {
-    <Status as strum::VariantArray>::VARIANTS
 }

@@ -120,7 +120,8 @@ impl Processes {
                     .cloned()
                     .collect();
                 let to = from.saturating_add(SCHEDULE_CHUNK);
-                let next = (to < all.len()).then(|| Cursor::Key(u64::try_from(to).unwrap_or(u64::MAX)));
+                let next =
+                    (to < all.len()).then(|| Cursor::Key(u64::try_from(to).unwrap_or(u64::MAX)));
                 (chunk, next)
             }
             (ScheduleTargets::Select(select), Cursor::Offer(after)) => {
@@ -162,7 +163,11 @@ impl Processes {
     }
 
     /// Restores a `schedule/<process>` record (`None`: a tombstone).
-    pub(in crate::engine) fn restore_schedule(&mut self, name: &str, record: Option<&ScheduleRecord>) {
+    pub(in crate::engine) fn restore_schedule(
+        &mut self,
+        name: &str,
+        record: Option<&ScheduleRecord>,
+    ) {
         match self.proc_index(name) {
             Some(p) => {
                 if let Some(slot) = self.schedules.get_mut(p as usize) {
@@ -171,7 +176,8 @@ impl Processes {
             }
             None => {
                 if record.is_some() {
-                    self.orphans.push((crate::changelog::Store::Schedule, name.to_string()));
+                    self.orphans
+                        .push((crate::changelog::Store::Schedule, name.to_string()));
                 }
             }
         }

@@ -5,14 +5,13 @@
 
 use jiff::Timestamp;
 
-use super::{nth, index, ProcTimer, Processes, StepAlarms};
+use super::{index, nth, ProcTimer, Processes, StepAlarms};
 use crate::action::{Action, Event, StepRunCommand};
 use crate::engine::input::RunResult;
 use crate::engine::{bug, Error};
 use crate::offer::merge_patch;
 use crate::process::{
-    instance_id, parse_step_run_id, step_target, Outcome, Placement, Position, Reuse, Status,
-    Step,
+    instance_id, parse_step_run_id, step_target, Outcome, Placement, Position, Reuse, Status, Step,
 };
 use crate::run::{add, Failure, Phase, Rejection, RunSlot, Status as RunStatus};
 
@@ -131,7 +130,8 @@ impl Processes {
         let run = if fresh {
             inst.slot.start(&target, job.run.timeout, now, &mut alarms)
         } else {
-            inst.slot.reissue(&target, job.run.timeout, now, &mut alarms)
+            inst.slot
+                .reissue(&target, job.run.timeout, now, &mut alarms)
         }
         .clone();
         let old_progress = std::mem::replace(&mut inst.progress_at, now);
@@ -333,7 +333,13 @@ impl Processes {
 
     /// A step's attempt failed (its run already vacated): a step past its
     /// deadline fails for good; otherwise the job's retry policy decides.
-    fn step_failed(&mut self, p: u16, key: &str, error: String, now: Timestamp) -> Result<(), Error> {
+    fn step_failed(
+        &mut self,
+        p: u16,
+        key: &str,
+        error: String,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         if self.active_mut(p, key)?.overdue {
             return self.deadline_exceeded(p, key, now);
         }
@@ -368,7 +374,11 @@ impl Processes {
         at: Timestamp,
         now: Timestamp,
     ) -> Result<(), Error> {
-        if self.record(p, key).and_then(|r| r.active.as_ref()).is_none() {
+        if self
+            .record(p, key)
+            .and_then(|r| r.active.as_ref())
+            .is_none()
+        {
             return Ok(());
         }
         let j = self.current_job(p, key)?;
@@ -534,10 +544,11 @@ impl Processes {
         let def = self.def(p)?.clone();
         let subject = self.subject(p, key, false);
         let record = self.record_mut(p, key)?;
-        let inst = record
-            .active
-            .take()
-            .ok_or_else(|| bug(format!("ending process #{p} key `{key}` without an instance")))?;
+        let inst = record.active.take().ok_or_else(|| {
+            bug(format!(
+                "ending process #{p} key `{key}` without an instance"
+            ))
+        })?;
         let (status, error) = match &end {
             End::Succeeded => (Status::Succeeded, None),
             End::Failed { error, .. } => (Status::Failed, Some(error.clone())),
@@ -593,9 +604,7 @@ impl Processes {
     /// its runs can be current: then it is dropped.
     fn maybe_bury(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
         let reuse = self.def(p)?.reuse;
-        let idle = self
-            .record(p, key)
-            .is_some_and(|r| r.is_idle() && !r.goal);
+        let idle = self.record(p, key).is_some_and(|r| r.is_idle() && !r.goal);
         if idle && reuse == Reuse::Allow {
             self.timers.arm(
                 add(now, self.grave_time.get()),
@@ -618,7 +627,9 @@ impl Processes {
         let Some(&j) = self.def(p)?.steps.first() else {
             return Ok(None);
         };
-        Ok(Some(self.job_mut(j)?.queue.reserve(lane, priority, position, n)))
+        Ok(Some(
+            self.job_mut(j)?.queue.reserve(lane, priority, position, n),
+        ))
     }
 
     /// The `i`-th placement of a block.
@@ -627,7 +638,7 @@ impl Processes {
     }
 
     /// Rebuilds queues, running counts and timers from the key records.
-    pub(super) fn rebuild_derived(&mut self) -> Result<(), Error> {
+    pub(in crate::engine) fn rebuild_derived(&mut self) -> Result<(), Error> {
         for job in &mut self.jobs {
             job.queue = Default::default();
             job.running = 0;

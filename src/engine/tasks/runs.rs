@@ -7,10 +7,10 @@ use super::{Tasks, TimerKind};
 use std::collections::BTreeMap;
 
 use crate::action::{Action, Event, RunCommand, Subject};
-use crate::process::Conflict;
 use crate::ctl::{CtlTable, ParamId};
 use crate::engine::input::{Command, RunResult};
 use crate::engine::{bug, Error};
+use crate::process::Conflict;
 use crate::run::{self, add, Rejection, Status};
 use crate::task::TaskState;
 use crate::trigger::Values;

@@ -1,0 +1,426 @@
+//! Configuration: the TOML file users write, and its validated form.
+//!
+//! Reading happens in two steps: serde reads the file's sections (unknown
+//! keys are errors, and every value that is validated keeps its position as
+//! a [`Spanned`]), then [`parse`] validates each section into the
+//! definitions the engine runs on: it compiles triggers, zones, schedules and
+//! CEL expressions and checks names, limits and references, so every error
+//! names the file, line, subject (task, stage, job, process …) and field.
+//!
+//! One file per section: `task.rs` (pools and tasks), `stage.rs` (stages
+//! and `[offers]`), `job.rs`, `process.rs` (with `launch.rs`: its `on` and
+//! `schedule`), `kafka.rs`; `run.rs` holds the run policy keys every run
+//! target shares, `names.rs` the rules for names and topics.
+
+mod job;
+mod kafka;
+mod launch;
+mod names;
+mod process;
+mod run;
+mod stage;
+mod task;
+
+use std::fmt;
+use std::path::Path;
+
+use jiff::tz::TimeZone;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cron::Cron;
+use crate::duration::Duration;
+use crate::stage::expr::Expr;
+
+pub use job::{Job, Position, DEFAULT_JOB_TIMEOUT};
+pub use kafka::{Formats, KafkaSettings, Topics};
+pub use launch::{OnEvent, Schedule, ScheduleTargets, ON_VARIABLES, SELECT_VARIABLES};
+pub use process::{Conflict, Process, Reuse, WHEN_VARIABLES};
+pub use run::{Accept, RetryPolicy, RunPolicy};
+pub use stage::{OffersSettings, PingPong, Stage, DEFAULT_MAX_PARALLELISM, DEFAULT_STAGE_TIMEOUT};
+pub use task::{Pool, Task, DEFAULT_HOLD_MAX, DEFAULT_POOL, DEFAULT_TIMEOUT};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("{origin}: {source}")]
+    Io {
+        /// The file.
+        origin: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key or a value of the wrong type.
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// The file.
+        origin: String,
+        /// The parser's message, which names the line and the key.
+        message: String,
+    },
+    /// A value that reads fine but means nothing valid.
+    #[error("{origin}:{line}: {subject}, field `{field}`: {message}")]
+    Invalid {
+        /// The file.
+        origin: String,
+        /// 1-based line of the offending value (or of the section when unknown).
+        line: usize,
+        /// What the field belongs to, e.g. "task `orders_daily`".
+        subject: String,
+        /// The field's key.
+        field: String,
+        /// What is wrong and what would be right.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Configuration errors are never retryable: the file must change.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// A lint finding: the configuration works but probably not as meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// Where, as `file:line: task `id`, field `trigger``.
+    pub location: String,
+    /// What will happen and how to avoid it.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "warning: {}: {}", self.location, self.message)
+    }
+}
+
+/// The configuration file as written: one field per top-level key or section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    /// Default IANA time zone for chunk truncation and schedules, e.g. "UTC" or "Europe/Moscow".
+    time_zone: Option<Spanned<String>>,
+    /// Treat lint warnings (a trigger that re-fires continuously) as errors.
+    #[serde(default)]
+    strict: bool,
+    /// Task pools: concurrency limits shared by the tasks that name them.
+    #[serde(default)]
+    pool: Vec<Spanned<task::PoolFile>>,
+    /// Reactive tasks.
+    #[serde(default)]
+    task: Vec<Spanned<task::TaskFile>>,
+    /// Offer stages (`[[stage]]`), in file order.
+    #[serde(default)]
+    stage: Vec<stage::StageFile>,
+    /// Settings shared by every offer (`[offers]`).
+    offers: Option<stage::OffersFile>,
+    /// Job types (`[[job]]`): the work process steps and submitted jobs run.
+    #[serde(default)]
+    job: Vec<job::JobFile>,
+    /// Processes (`[[process]]`): chains of jobs over a business key.
+    #[serde(default)]
+    process: Vec<process::ProcessFile>,
+    /// How to reach Kafka and which topics to use (`reactor run`).
+    #[serde(default)]
+    kafka: kafka::KafkaFile,
+}
+
+/// The validated configuration the engine runs on.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Default zone.
+    pub time_zone: TimeZone,
+    /// Lint warnings are errors.
+    pub strict: bool,
+    /// Pools; "default" is always present.
+    pub pools: Vec<Pool>,
+    /// Tasks in file order.
+    pub tasks: Vec<Task>,
+    /// Offer stages in file order.
+    pub stages: Vec<Stage>,
+    /// Settings shared by every offer (`[offers]`).
+    pub offers: OffersSettings,
+    /// Job types in file order; [`Process::steps`] index into it.
+    pub jobs: Vec<Job>,
+    /// Processes in file order.
+    pub processes: Vec<Process>,
+    /// Kafka settings.
+    pub kafka: KafkaSettings,
+}
+
+impl Config {
+    /// Every stage's run topic, each once, in the order of the stages.
+    pub fn stage_topics(&self) -> Vec<&str> {
+        distinct(self.stages.iter().map(|s| s.topic.as_str()))
+    }
+
+    /// Every job's run topic, each once, in the order of the jobs.
+    pub fn job_topics(&self) -> Vec<&str> {
+        distinct(self.jobs.iter().map(|j| j.topic.as_str()))
+    }
+
+    /// Every topic a process launches on (`on.topic`), each once, in the
+    /// order of the processes: the event topics Reactor consumes.
+    pub fn event_topics(&self) -> Vec<&str> {
+        distinct(
+            self.processes
+                .iter()
+                .filter_map(|p| p.on.as_ref().map(|on| on.topic.as_str())),
+        )
+    }
+}
+
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// A configuration with the lint findings that did not stop it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The configuration.
+    pub config: Config,
+    /// Lint warnings, to print on standard error.
+    pub warnings: Vec<Warning>,
+}
+
+/// Reads and validates a configuration file.
+pub fn load(path: &Path) -> Result<Loaded, Error> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        origin: origin.clone(),
+        source,
+    })?;
+    parse(&text, &origin)
+}
+
+/// Parses and validates configuration text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
+    let source = Source { text, origin };
+    let file: File = toml::from_str(text).map_err(|e| Error::Syntax {
+        origin: origin.to_string(),
+        message: match e.span() {
+            Some(span) => format!(
+                "line {}: {}",
+                source.line(span.start),
+                e.message().trim_end()
+            ),
+            None => e.message().trim_end().to_string(),
+        },
+    })?;
+    let time_zone = match &file.time_zone {
+        Some(name) => source.section("configuration", 0).zone(name)?,
+        None => TimeZone::UTC,
+    };
+    let kafka = kafka::settings(&source, file.kafka)?;
+    let pools = task::pools(&source, &file.pool)?;
+    let mut warnings = Vec::new();
+    let tasks = task::tasks(
+        &source,
+        &file.task,
+        task::Context {
+            pools: &pools,
+            time_zone: &time_zone,
+            strict: file.strict,
+            topics: &kafka.topics,
+        },
+        &mut warnings,
+    )?;
+    let stages = stage::stages(&source, &file.stage, &kafka.topics)?;
+    let offers = match &file.offers {
+        Some(offers) => stage::offers(&source, offers)?,
+        None => OffersSettings::default(),
+    };
+    let jobs = job::jobs(&source, &file.job, &stages, &kafka.topics)?;
+    let processes = process::processes(
+        &source,
+        &file.process,
+        process::Context {
+            jobs: &jobs,
+            stages: &stages,
+            tasks: &tasks,
+            time_zone: &time_zone,
+            topics: &kafka.topics,
+        },
+    )?;
+    Ok(Loaded {
+        config: Config {
+            time_zone,
+            strict: file.strict,
+            pools,
+            tasks,
+            stages,
+            offers,
+            jobs,
+            processes,
+            kafka,
+        },
+        warnings,
+    })
+}
+
+/// The text being validated and where it came from: turns the byte offset
+/// of a [`Spanned`] value into `file:line`.
+struct Source<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl<'a> Source<'a> {
+    /// 1-based line of byte `offset`.
+    fn line(&self, offset: usize) -> usize {
+        let before = self.text.get(..offset).unwrap_or(self.text);
+        before.matches('\n').count() + 1
+    }
+
+    /// A section (or one entry of an array of sections) whose errors name
+    /// `subject`; `at` is where the section starts, for errors about keys
+    /// that were left out.
+    fn section(&self, subject: impl Into<String>, at: usize) -> Section<'_> {
+        Section {
+            source: self,
+            subject: subject.into(),
+            at,
+        }
+    }
+}
+
+/// One section under validation: builds errors that name the file, the
+/// line, the section's subject and the field, and checks the kinds of value
+/// every section has (zones, durations, CEL, cron).
+struct Section<'s> {
+    source: &'s Source<'s>,
+    subject: String,
+    at: usize,
+}
+
+impl Section<'_> {
+    /// An error about `field`, whose value starts at byte `at`.
+    fn error(&self, at: usize, field: &str, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            origin: self.source.origin.to_string(),
+            line: self.source.line(at),
+            subject: self.subject.clone(),
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the value `value` of `field`.
+    fn invalid<T>(&self, value: &Spanned<T>, field: &str, message: impl Into<String>) -> Error {
+        self.error(value.span().start, field, message)
+    }
+
+    /// An error about `field` that points at the section itself: for keys
+    /// left out, and for task ids (which have always pointed at `[[task]]`).
+    fn at_section(&self, field: &str, message: impl Into<String>) -> Error {
+        self.error(self.at, field, message)
+    }
+
+    /// The zone named by `time_zone`.
+    fn zone(&self, name: &Spanned<String>) -> Result<TimeZone, Error> {
+        TimeZone::get(name.get_ref()).map_err(|e| {
+            self.invalid(
+                name,
+                "time_zone",
+                format!(
+                    "unknown time zone `{}` ({e}); use an IANA name such as UTC or Europe/Moscow",
+                    name.get_ref()
+                ),
+            )
+        })
+    }
+
+    /// A duration that must be above zero.
+    fn positive(&self, value: &Spanned<Duration>, field: &str) -> Result<Duration, Error> {
+        if value.get_ref().is_zero() {
+            return Err(self.invalid(value, field, "must be positive"));
+        }
+        Ok(*value.get_ref())
+    }
+
+    /// A count that must be at least one; `hint` tells what to write instead of zero.
+    fn at_least_one(&self, value: &Spanned<u32>, field: &str, hint: &str) -> Result<u32, Error> {
+        if *value.get_ref() == 0 {
+            return Err(self.invalid(value, field, format!("must be at least 1{hint}")));
+        }
+        Ok(*value.get_ref())
+    }
+
+    /// A CEL expression over `variables`; the error quotes it and gives the
+    /// column inside it.
+    fn expr(
+        &self,
+        text: &Spanned<String>,
+        variables: &'static [&'static str],
+        field: &str,
+    ) -> Result<Expr, Error> {
+        let source = text.get_ref();
+        Expr::compile_for(source, variables)
+            .map_err(|e| self.invalid(text, field, format!("`{source}`: {e}")))
+    }
+
+    /// A five-field cron schedule.
+    fn cron(&self, text: &Spanned<String>, field: &str) -> Result<Cron, Error> {
+        let source = text.get_ref();
+        Cron::parse(source).map_err(|e| self.invalid(text, field, format!("`{source}`: {e}")))
+    }
+}
+
+#[cfg(test)]
+fn error(text: &str) -> String {
+    match parse(text, "t.toml") {
+        Ok(loaded) => panic!("loaded: {loaded:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let e = error("[[task]]\nid = \"a\"\ntrigger = \"delta(a/b, 1h)\"\ntimeot = \"1h\"\n");
+        assert!(e.contains("t.toml: line 4"), "{e}");
+        assert!(e.contains("timeot"), "{e}");
+    }
+
+    #[test]
+    fn unknown_top_level_zone() {
+        let e = error("\ntime_zone = \"Mars/Base\"\n");
+        assert!(
+            e.starts_with("t.toml:2: configuration, field `time_zone`: unknown time zone"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn lines_count_from_one_and_stop_at_the_text() {
+        let source = Source {
+            text: "a\nb\n",
+            origin: "t",
+        };
+        assert_eq!(source.line(0), 1);
+        assert_eq!(source.line(2), 2);
+        assert_eq!(source.line(4), 3);
+        assert_eq!(source.line(99), 3);
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_configuration() {
+        let config = parse("", "t.toml").unwrap().config;
+        assert_eq!(config.pools.len(), 1);
+        assert!(config.tasks.is_empty() && config.stages.is_empty());
+        assert!(config.jobs.is_empty() && config.processes.is_empty());
+        assert_eq!(config.time_zone, TimeZone::UTC);
+    }
+}
