@@ -23,6 +23,9 @@ pub enum Store {
     Process,
     /// A process schedule's state, keyed by process name.
     Schedule,
+    /// Instances a process started on the shard (the `#N` of instance ids),
+    /// keyed by process name.
+    Seq,
 }
 
 impl Store {
@@ -34,6 +37,7 @@ impl Store {
             Store::Rescan => "rescan",
             Store::Process => "process",
             Store::Schedule => "schedule",
+            Store::Seq => "seq",
         }
     }
 }
@@ -52,6 +56,8 @@ pub enum Value {
     Process(Box<KeyRecord>),
     /// A process schedule.
     Schedule(ScheduleRecord),
+    /// A process's instance counter.
+    Seq(u64),
 }
 
 /// One changelog entry: a new value for `store/key`, or a tombstone.

@@ -62,6 +62,7 @@ fn ctl_change_dispatches_a_run_and_success_records_last_seen() {
 
     // A protobuf result; the same day again changes nothing.
     let result = RunResult {
+        step: Default::default(),
         stage: Default::default(),
         run_id: run.run_id.clone(),
         pass: run.pass,
@@ -192,6 +193,7 @@ fn answer(
     for run in runs(records) {
         if answered.insert((run.run_id.clone(), run.pass)) {
             let result = RunResult {
+                step: Default::default(),
                 stage: Default::default(),
                 run_id: run.run_id.clone(),
                 pass: run.pass,
@@ -357,6 +359,7 @@ fn a_failed_commit_is_aborted_and_redone() {
     );
     // The instance recovered and keeps working.
     let result = RunResult {
+        step: Default::default(),
         stage: Default::default(),
         run_id: "orders_daily#1".into(),
         pass: first[0].pass,

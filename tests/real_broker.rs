@@ -517,6 +517,7 @@ fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
                     answered.push((run.run_id.clone(), run.pass));
                     let price = run.body["price"].as_i64().unwrap();
                     let result = reactor::engine::RunResult {
+                        step: Default::default(),
                         run_id: run.run_id.clone(),
                         pass: run.pass,
                         status: reactor::run::Status::Succeeded,

@@ -3,7 +3,8 @@
 //! straight through and again with the engine crashed and restored from its
 //! changelog after every input in turn; every run must print exactly the
 //! expected lines. `REACTOR_BLESS=1` writes the straight run's output as the
-//! expected file (review it before committing).
+//! expected file (review it before committing); `REACTOR_BLESS=NAME` only
+//! for the scenarios whose name contains NAME.
 
 use std::path::{Path, PathBuf};
 
@@ -95,7 +96,11 @@ fn golden_scenarios() {
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let straight = normalise(run(dir, None));
-        if std::env::var_os("REACTOR_BLESS").is_some() {
+        // `REACTOR_BLESS=1` blesses every scenario, `REACTOR_BLESS=job_` those
+        // whose name contains `job_`.
+        let bless =
+            std::env::var("REACTOR_BLESS").is_ok_and(|b| b == "1" || name.contains(b.as_str()));
+        if bless {
             std::fs::write(dir.join("expected.jsonl"), straight.join("\n") + "\n").unwrap();
         }
         let want = expected(dir);

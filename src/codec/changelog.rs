@@ -18,12 +18,13 @@ use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
 /// Every store, to resolve a key's prefix.
-const STORES: [Store; 5] = [
+const STORES: [Store; 6] = [
     Store::Task,
     Store::Offer,
     Store::Rescan,
     Store::Process,
     Store::Schedule,
+    Store::Seq,
 ];
 
 /// The changelog key of `key` in `store`: `task/orders_daily`.
@@ -42,6 +43,7 @@ pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) 
         Value::Schedule(record) => {
             encode(&super::process::schedule_to_proto(record), Format::Protobuf)
         }
+        Value::Seq(n) => encode(&v1::SeqRecord { seq: *n }, Format::Protobuf),
     });
     (key, value)
 }
@@ -60,7 +62,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         .into_iter()
         .find(|s| s.as_str() == prefix)
         .ok_or_else(|| {
-            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`")
+            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`")
         })?;
     if id.is_empty() {
         return Err(bad("empty key after the store"));
@@ -77,6 +79,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
             Store::Schedule => {
                 Value::Schedule(super::process::schedule_from_proto(decode(bytes)?)?)
             }
+            Store::Seq => Value::Seq(decode::<v1::SeqRecord>(bytes)?.seq),
         }),
     };
     Ok(ChangelogRecord {
@@ -478,7 +481,7 @@ mod tests {
         };
         assert_eq!(
             reason(b"job/j1", None),
-            "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`"
+            "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`"
         );
         assert_eq!(
             reason(b"task", None),

@@ -99,7 +99,6 @@ pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
         source: i.source.clone(),
     });
     v1::KeyRecord {
-        seq: r.seq,
         active,
         waiting: r
             .waiting
@@ -205,7 +204,6 @@ pub(super) fn key_from_proto(m: v1::KeyRecord) -> Result<KeyRecord, DecodeError>
         })
         .transpose()?;
     Ok(KeyRecord {
-        seq: m.seq,
         active,
         waiting,
         last,
@@ -259,7 +257,6 @@ mod tests {
     #[test]
     fn key_records_round_trip() {
         let record = KeyRecord {
-            seq: 3,
             active: Some(InstanceRecord {
                 n: 3,
                 params: obj(serde_json::json!({"amount": 5, "big": u64::MAX})),

@@ -151,6 +151,14 @@ impl Engine {
                     };
                     engine.processes.restore_schedule(&record.key, value);
                 }
+                Store::Seq => {
+                    let value = match &record.value {
+                        Some(Value::Seq(n)) => Some(*n),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.processes.restore_counter(&record.key, value);
+                }
             }
         }
         engine.tasks.rebuild_derived()?;

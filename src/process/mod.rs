@@ -267,13 +267,15 @@ pub struct Outcome {
 }
 
 /// Everything a shard keeps about one process and one key: the seed's
-/// "through context" (instance counter, active instance, last outcome, goal)
-/// and the launches waiting behind the active instance. Changelog
-/// `process/<PROCESS>/<KEY>`.
+/// "through context" (active instance, last outcome, goal) and the launches
+/// waiting behind the active instance. Changelog `process/<PROCESS>/<KEY>`.
+///
+/// Instance numbers `#N` come from a counter per process on the shard
+/// (changelog `seq/<PROCESS>`), not from the key: a finished key's record
+/// may be dropped (`reuse = "allow"`), and a later instance of the key must
+/// still never reuse an instance id, nor its runs a run id.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRecord {
-    /// Instances created so far (the last `#N`).
-    pub seq: u64,
     /// The active instance; at most one, always.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<InstanceRecord>,
@@ -383,10 +385,9 @@ pub fn last_json(process: &str, key: &str, last: Option<&Outcome>) -> serde_json
 }
 
 /// The JSON a `when` predicate sees as `context`: the key's through
-/// context — instance counter, active instance, goal.
+/// context — active instance, waiting launches, goal.
 pub fn context_json(process: &str, key: &str, record: &KeyRecord) -> serde_json::Value {
     let mut m = BTreeMap::new();
-    m.insert("instances", serde_json::Value::from(record.seq));
     m.insert("goal", serde_json::Value::from(record.goal));
     m.insert(
         "active",

@@ -185,6 +185,7 @@ pub fn runs(records: &[Record]) -> Vec<RunCommand> {
 /// reply key), one record per flush so every batch holds a single record.
 pub fn succeed(producer: &ThreadedProducer<DefaultProducerContext>, run: &RunCommand) {
     let result = RunResult {
+        step: Default::default(),
         stage: Default::default(),
         run_id: run.run_id.clone(),
         pass: run.pass,

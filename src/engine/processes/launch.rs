@@ -213,9 +213,8 @@ impl Processes {
                 params: None,
             })
             .collect();
+        let n = self.next_instance(p)?;
         let record = self.keys.entry((p, key.to_string())).or_default();
-        record.seq += 1;
-        let n = record.seq;
         record.active = Some(InstanceRecord {
             n,
             params: launch.params,

@@ -131,6 +131,11 @@ pub(super) struct Processes {
     timers: Timers<ProcTimer>,
     /// Schedule runs in progress, per process.
     schedules: Vec<Option<ScheduleRecord>>,
+    /// Instances started so far on this shard, per process: the `#N` of
+    /// instance ids.
+    counters: Vec<u64>,
+    /// Counters changed in this step.
+    dirty_counters: BTreeSet<u16>,
     /// Keys changed in this step (written or tombstoned at its end).
     dirty: BTreeSet<(u16, String)>,
     /// Schedules changed in this step.
@@ -225,6 +230,8 @@ impl Processes {
             keys: BTreeMap::new(),
             timers: Timers::default(),
             schedules: vec![None; n],
+            counters: vec![0; n],
+            dirty_counters: BTreeSet::new(),
             dirty: BTreeSet::new(),
             dirty_schedules: BTreeSet::new(),
             pending: BTreeSet::new(),
@@ -382,7 +389,48 @@ impl Processes {
         for p in std::mem::take(&mut self.dirty_schedules) {
             out.push(Action::Changelog(self.schedule_record(p)?));
         }
+        for p in std::mem::take(&mut self.dirty_counters) {
+            out.push(Action::Changelog(self.counter_record(p)?));
+        }
         Ok(())
+    }
+
+    /// The next instance number of process `p` on this shard.
+    fn next_instance(&mut self, p: u16) -> Result<u64, Error> {
+        let counter = self
+            .counters
+            .get_mut(p as usize)
+            .ok_or_else(|| bug(format!("no process #{p}")))?;
+        *counter += 1;
+        self.dirty_counters.insert(p);
+        Ok(*counter)
+    }
+
+    fn counter_record(&self, p: u16) -> Result<ChangelogRecord, Error> {
+        Ok(ChangelogRecord {
+            store: Store::Seq,
+            key: self.def(p)?.name.clone(),
+            value: Some(Value::Seq(
+                self.counters.get(p as usize).copied().unwrap_or(0),
+            )),
+        })
+    }
+
+    /// Restores a `seq/<process>` record.
+    pub(super) fn restore_counter(&mut self, name: &str, value: Option<u64>) {
+        match self.proc_index(name) {
+            Some(p) => {
+                if let Some(c) = self.counters.get_mut(p as usize) {
+                    // A counter never goes back, tombstone or not.
+                    *c = (*c).max(value.unwrap_or(0));
+                }
+            }
+            None => {
+                if value.is_some() {
+                    self.orphans.push((Store::Seq, name.to_string()));
+                }
+            }
+        }
     }
 
     /// Drops what a failed step left half done (the caller rebuilds the
@@ -391,6 +439,7 @@ impl Processes {
         self.out.clear();
         self.dirty.clear();
         self.dirty_schedules.clear();
+        self.dirty_counters.clear();
         self.pending.clear();
     }
 
@@ -428,6 +477,11 @@ impl Processes {
         for (p, s) in self.schedules.iter().enumerate() {
             if s.is_some() {
                 records.extend(self.schedule_record(index(p)).ok());
+            }
+        }
+        for (p, c) in self.counters.iter().enumerate() {
+            if *c > 0 {
+                records.extend(self.counter_record(index(p)).ok());
             }
         }
         records
