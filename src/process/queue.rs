@@ -4,9 +4,10 @@
 //! goes before live work.
 //!
 //! Deque order is kept as a number per entry: `back` takes the next number
-//! above every other, `front` the next below, so the order survives a
-//! restore (each queued step stores its [`Placement`]) and a block of keys
-//! pushed to the front keeps its list order.
+//! above the entries of its lane and priority, `front` the next below. The
+//! numbers depend only on what is queued, so a restored queue (each queued
+//! step stores its [`Placement`]) hands out exactly the numbers the original
+//! would, and a block of keys pushed to the front keeps its list order.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -57,10 +58,6 @@ type Entry = (Lane, Reverse<i64>, i64, u16, String);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobQueue {
     entries: BTreeSet<Entry>,
-    /// The lowest order handed out (front pushes go below it).
-    front: i64,
-    /// The next order for a back push.
-    back: i64,
 }
 
 impl JobQueue {
@@ -75,16 +72,17 @@ impl JobQueue {
         n: usize,
     ) -> Placement {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let from = (lane, Reverse(priority), i64::MIN, 0, String::new());
+        let to = (lane, Reverse(priority), i64::MAX, u16::MAX, String::new());
+        let mut segment = self.entries.range(from..=to);
         let order = match position {
-            Position::Back => {
-                let first = self.back;
-                self.back = self.back.saturating_add(n);
-                first
-            }
-            Position::Front => {
-                self.front = self.front.saturating_sub(n);
-                self.front
-            }
+            Position::Back => segment
+                .next_back()
+                .map_or(0, |(_, _, order, _, _)| order.saturating_add(1)),
+            Position::Front => segment
+                .next()
+                .map_or(0, |(_, _, order, _, _)| *order)
+                .saturating_sub(n),
         };
         Placement {
             lane,
@@ -93,11 +91,8 @@ impl JobQueue {
         }
     }
 
-    /// Adds a step at a placement from [`JobQueue::reserve`] (or a restored
-    /// one, which moves the counters past it).
+    /// Adds a step at a placement from [`JobQueue::reserve`] (or a restored one).
     pub fn insert(&mut self, at: Placement, process: u16, key: &str) {
-        self.front = self.front.min(at.order);
-        self.back = self.back.max(at.order.saturating_add(1));
         self.entries.insert(entry(at, process, key));
     }
 
@@ -189,6 +184,27 @@ mod tests {
         q.insert(p5, 0, "p5");
         assert_eq!(q.depth(), (2, 1));
         assert_eq!(drain(&mut q), ["p5", "p0", "low"]);
+    }
+
+    #[test]
+    fn a_block_at_the_back_keeps_its_order() {
+        let mut q = JobQueue::default();
+        let a = q.reserve(Lane::Live, 0, Position::Back, 1);
+        q.insert(a, 0, "a");
+        let block = q.reserve(Lane::Live, 0, Position::Back, 3);
+        for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
+            q.insert(
+                Placement {
+                    order: block.order + i as i64,
+                    ..block
+                },
+                0,
+                key,
+            );
+        }
+        let b = q.reserve(Lane::Live, 0, Position::Back, 1);
+        q.insert(b, 0, "b");
+        assert_eq!(drain(&mut q), ["a", "x", "y", "z", "b"]);
     }
 
     #[test]

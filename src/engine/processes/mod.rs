@@ -18,6 +18,9 @@ pub(super) mod schedule;
 mod steps;
 mod view;
 
+#[cfg(test)]
+mod prop;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::Timestamp;
