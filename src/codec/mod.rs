@@ -12,19 +12,25 @@
 //! records are always written as protobuf.
 //!
 //! Every decoder fails with a [`DecodeError`] whose text says what to fix; a
-//! failed record is poison and goes to the dead-letter topic.
+//! failed record is poison and goes to the dead-letter topic. What makes a
+//! decoded input acceptable is in [`validate`] (shared with `reactor
+//! simulate`), and what one input may carry in [`limits`]. Every input also
+//! accepts Confluent Schema Registry framing.
 
 mod changelog;
 mod command;
 mod ctl;
 mod error;
 mod event;
+mod frame;
 mod json;
+pub mod limits;
 mod offer;
 mod result;
 mod run;
 mod structs;
 mod time;
+pub mod validate;
 mod wire;
 
 #[cfg(test)]

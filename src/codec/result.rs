@@ -1,8 +1,9 @@
 //! `RunResult`: a worker's reply, from `reactor.results`.
 
-use super::error::{non_empty, DecodeError};
+use super::error::DecodeError;
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
 use super::time::{optional_ts, timestamp_to_proto};
+use super::validate;
 use super::wire::{decode, Format};
 use crate::engine::{RunResult, StageReply, TimerChange, Update};
 use crate::proto::v1;
@@ -15,7 +16,7 @@ use crate::run::Status;
 /// `update` and `body` exclude each other, as do `timer` and `clear_timer`,
 /// and `clear_state` and a non-null `state`. A `null` state (protobuf) and
 /// `clear_state` both give `state: Some(Value::Null)`. Numbers are
-/// normalised.
+/// normalised. The result is then checked by [`validate::run_result`].
 pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
     let m: v1::RunResult = decode(bytes)?;
     let status = match v1::RunStatus::try_from(m.status) {
@@ -47,8 +48,8 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         (None, true) => Some(TimerChange::Clear),
         (Some(_), true) => return Err(DecodeError::AtMostOne("`timer` and `clear_timer`")),
     };
-    Ok(RunResult {
-        run_id: non_empty("run_id", m.run_id)?,
+    validate::run_result(RunResult {
+        run_id: m.run_id,
         pass: m.pass,
         status,
         error: Some(m.error).filter(|e| !e.is_empty()),

@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 use super::{Options, Runtime};
 use crate::kafka::Error;
 
+/// Stack of the runtime thread. The engine evaluates CEL expressions,
+/// which recurse per level of their tree: within the limits of
+/// [`crate::stage::expr`] that takes well under 1 MiB in a release build and
+/// a few MiB in a debug one; the rest is margin.
+pub const RUNTIME_STACK: usize = 32 * 1024 * 1024;
+
 /// A running instance.
 pub struct Handle {
     shutdown: Arc<AtomicBool>,
@@ -48,6 +54,7 @@ pub fn spawn(options: Options) -> Handle {
     let crash = Arc::clone(&options.crash);
     let thread = std::thread::Builder::new()
         .name("reactor-runtime".into())
+        .stack_size(RUNTIME_STACK)
         .spawn(move || supervise(options))
         .expect("spawning the runtime thread");
     Handle {
