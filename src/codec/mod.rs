@@ -25,6 +25,7 @@ mod event;
 mod frame;
 mod json;
 pub mod limits;
+mod mark;
 mod offer;
 mod result;
 mod run;
@@ -42,6 +43,7 @@ pub use ctl::{decode_ctl_change, encode_ctl_change, CtlRecord};
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, event_kind};
 pub use json::{to_json, MessageKind};
+pub use mark::{decode_ctl_dead_mark, encode_ctl_dead_mark};
 pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{

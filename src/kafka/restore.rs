@@ -12,12 +12,14 @@ use super::{Clients, Error, ReaderContext};
 
 /// Reads `topic`/`partition` from the beginning to the end it has now,
 /// handing every record to `each`; returns how many records were read.
-/// Committed data only (`read_committed`).
+/// Committed data only (`read_committed`). Gives up with [`Error::Stopped`]
+/// as soon as `stopped()` says so (checked every 100 ms at most).
 pub fn read_to_end(
     clients: &Clients,
     topic: &str,
     partition: i32,
     timeout: Duration,
+    stopped: &dyn Fn() -> bool,
     mut each: impl FnMut(&BorrowedMessage<'_>) -> Result<(), Error>,
 ) -> Result<u64, Error> {
     let consumer: BaseConsumer<ReaderContext> = clients
@@ -33,6 +35,9 @@ pub fn read_to_end(
     let deadline = Instant::now() + timeout;
     let mut n = 0;
     loop {
+        if stopped() {
+            return Err(Error::Stopped);
+        }
         if Instant::now() > deadline {
             return Err(Error::Timeout {
                 what: format!("reading {topic}[{partition}] to its end"),

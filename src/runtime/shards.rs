@@ -2,13 +2,16 @@
 //! before its inputs are processed, and dropped (with its uncommitted work)
 //! when the partition is revoked.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::Message;
 
 use super::context::Ownership;
-use super::{output, Error, Runtime, Shard, RESTORE_TIMEOUT};
+use super::health::Phase;
+use super::intake::Shard;
+use super::{Error, Runtime, RESTORE_TIMEOUT};
 use crate::codec;
 use crate::engine::Engine;
 use crate::kafka::{partition_for, restore};
@@ -24,6 +27,7 @@ impl Runtime {
                         self.shards.remove(&p);
                         self.offsets.retain(|(_, q), _| *q != p);
                     }
+                    self.options.readiness.revoked(&partitions);
                     metrics::Rebalance {
                         kind: metrics::RebalanceKind::Revoked,
                         partitions: &partitions,
@@ -34,16 +38,14 @@ impl Runtime {
                 Ownership::Assigned(partitions) => {
                     for &p in &partitions {
                         if !self.shards.contains_key(&p) {
+                            self.options.readiness.restoring(p);
                             self.restore_shard(p)?;
+                            self.options.readiness.restored(p);
                         }
-                        if let (Some(shard), Some(dead)) =
-                            (self.shards.get_mut(&p), self.deferred_dead.remove(&p))
-                        {
-                            shard.pending.extend(dead);
-                        }
+                        self.report_waiting(p);
                     }
                     // Ready: in the group, with every owned shard restored.
-                    metrics::set_ready(&self.options.ready, true);
+                    self.options.readiness.set_phase(Phase::Serving);
                     metrics::Rebalance {
                         kind: metrics::RebalanceKind::Assigned,
                         partitions: &partitions,
@@ -57,22 +59,45 @@ impl Runtime {
     }
 
     /// Rebuilds shard `p` from `reactor.changelog` partition `p`, feeds it
-    /// the CTL table and starts it (which fires whatever is due).
+    /// the CTL table and starts it (which fires whatever is due). The
+    /// runtime's own records (CTL dead-letter marks) are taken out before
+    /// the engine's are handed to [`Engine::restore`].
     fn restore_shard(&mut self, p: i32) -> Result<(), Error> {
         let started = Instant::now();
-        let settings = &self.options.config.kafka;
-        let topic = settings.topics.changelog.clone();
+        let topic = self.options.config.kafka.topics.changelog.clone();
         let mut records = Vec::new();
-        let n = restore::read_to_end(&self.options.clients, &topic, p, RESTORE_TIMEOUT, |m| {
-            match codec::decode_changelog(m.key().unwrap_or_default(), m.payload()) {
-                Ok(record) => records.push(record),
+        let mut marks = BTreeMap::new();
+        let stop = self.options.stop.clone();
+        let n = restore::read_to_end(
+            &self.options.clients,
+            &topic,
+            p,
+            RESTORE_TIMEOUT,
+            &|| stop.is_requested(),
+            |m| {
+                let key = m.key().unwrap_or_default();
+                let decoded = match codec::decode_ctl_dead_mark(key, m.payload()) {
+                    Some(mark) => mark.map(|(q, offset)| match offset {
+                        Some(offset) => {
+                            marks.insert(q, offset);
+                        }
+                        None => {
+                            marks.remove(&q);
+                        }
+                    }),
+                    None => codec::decode_changelog(key, m.payload()).map(|r| records.push(r)),
+                };
                 // A record this version cannot read is skipped, loudly: the
                 // rest of the shard is still worth serving.
-                Err(e) => {
-                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record")
+                if let Err(e) = decoded {
+                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record");
                 }
-            }
-            Ok(())
+                Ok(())
+            },
+        )
+        .map_err(|e| match (e, self.options.stop.requested()) {
+            (Error::Stopped, Some(super::StopKind::Crash)) => Error::Crashed,
+            (e, _) => e,
         })?;
         let partitions = self.options.partitions;
         let mut engine = Engine::restore(
@@ -94,20 +119,10 @@ impl Runtime {
         }
         let now = self.now();
         let actions = engine.start(now);
-        metrics::record_actions(p, &actions);
-        let mut pending = Vec::new();
-        output::encode(&actions, p, settings, now, &mut pending);
-        let stats = engine.stats();
-        let offer_stats = engine.offer_counters();
-        self.shards.insert(
-            p,
-            Shard {
-                engine,
-                pending,
-                stats,
-                offer_stats,
-            },
-        );
+        let mut shard = Shard::new(p, engine, marks);
+        let (ctx, shards, _) = self.parts();
+        shard.emit(&ctx, &actions, now);
+        shards.insert(p, shard);
         metrics::ShardRestored {
             partition: p,
             records: n,

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use reactor::clock::SystemClock;
 use reactor::config::Config;
 use reactor::kafka::Clients;
+use reactor::runtime::health::Readiness;
+use reactor::runtime::stop::Stop;
 use reactor::runtime::{supervisor, Options};
 
 /// One daily task in a limited pool: the task most Kafka tests drive.
@@ -153,7 +155,7 @@ offer_state = "{p}.offer_state"
 
     /// Starts one Reactor instance.
     pub fn start(&self, config: &Config, instance: &str, partitions: i32) -> Instance {
-        let ready = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new();
         let (queries, rx) = tokio::sync::mpsc::channel(8);
         let options = Options {
             config: Arc::new(config.clone()),
@@ -161,14 +163,13 @@ offer_state = "{p}.offer_state"
             instance_id: instance.to_string(),
             partitions,
             clock: Arc::new(SystemClock),
-            ready: Arc::clone(&ready),
+            readiness: Arc::clone(&readiness),
             queries: Arc::new(Mutex::new(rx)),
-            shutdown: Arc::new(AtomicBool::new(false)),
-            crash: Arc::new(AtomicBool::new(false)),
+            stop: Stop::new(),
         };
         Instance {
-            handle: Some(supervisor::spawn(options)),
-            ready,
+            handle: Some(supervisor::spawn(options).expect("runtime threads")),
+            readiness,
             queries,
         }
     }
@@ -247,7 +248,7 @@ offer_state = "{p}.offer_state"
 pub struct Instance {
     handle: Option<supervisor::Handle>,
     /// Readiness.
-    pub ready: Arc<AtomicBool>,
+    pub readiness: Arc<Readiness>,
     /// Admin queries, answered by the runtime between batches.
     pub queries: tokio::sync::mpsc::Sender<reactor::admin::Query>,
 }
@@ -256,7 +257,7 @@ impl Instance {
     /// Waits until the instance serves.
     pub fn wait_ready(&self, timeout: Duration) {
         let until = Instant::now() + timeout;
-        while !self.ready.load(Ordering::Relaxed) {
+        while !self.readiness.is_ready() {
             assert!(Instant::now() < until, "instance not ready in time");
             std::thread::sleep(Duration::from_millis(20));
         }
