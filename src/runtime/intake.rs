@@ -5,9 +5,10 @@
 //! the reason, through one path ([`Shard::reject`]), and processing goes
 //! on: no single record can stop, stall or crash-loop a shard.
 //!
-//! The runtime calls [`take`] for every group input and [`apply_ctl`] for
-//! every CTL change; the poison-input tests call them the same way, with no
-//! Kafka around.
+//! The runtime calls [`take`] for every group input, [`apply_ctl`] (or
+//! [`Shard::report_ctl_dead`]) for every CTL record and [`tick`] for
+//! timers; the poison-input tests call them the same way, with no Kafka
+//! around.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -392,6 +393,14 @@ pub fn apply_ctl(
         metrics::record_dispatch_latency(&actions, at, now);
     }
     shard.emit(ctx, &actions, now);
+}
+
+/// Fires the shard's timers due at `now`.
+pub fn tick(shard: &mut Shard, ctx: &Context<'_>, now: Timestamp) {
+    if shard.engine.next_deadline().is_some_and(|d| d <= now) {
+        let actions = shard.engine.tick(now);
+        shard.emit(ctx, &actions, now);
+    }
 }
 
 /// Refuses a patch (an offer change's, or a stage update's) that would make

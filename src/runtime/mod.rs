@@ -242,10 +242,7 @@ impl Runtime {
         let now = self.now();
         let (ctx, shards, _) = self.parts();
         for shard in shards.values_mut() {
-            if shard.engine.next_deadline().is_some_and(|d| d <= now) {
-                let actions = shard.engine.tick(now);
-                shard.emit(&ctx, &actions, now);
-            }
+            intake::tick(shard, &ctx, now);
         }
     }
 
