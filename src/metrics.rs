@@ -630,14 +630,12 @@ pub struct ReadinessChanged<'a> {
 }
 
 impl ReadinessChanged<'_> {
-    /// Logs (a warning when it goes not ready with a reason) and sets the
-    /// [`READY`] gauge.
+    /// Logs at info (its causes, a broker down or a failed runtime, are
+    /// warned about where they happen) and sets the [`READY`] gauge.
     pub fn emit(&self) {
         match self.reason {
-            Some(reason) if !self.ready => {
-                tracing::warn!(ready = false, reason, "readiness changed")
-            }
-            _ => tracing::info!(ready = self.ready, "readiness changed"),
+            Some(reason) => tracing::info!(ready = self.ready, reason, "readiness changed"),
+            None => tracing::info!(ready = self.ready, "readiness changed"),
         }
         gauge!(READY).set(if self.ready { 1.0 } else { 0.0 });
     }

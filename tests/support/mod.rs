@@ -49,37 +49,45 @@ pub struct TestKafka {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// A prefix making topic and group names unique to one test; also sets up
+/// logging, which shows in a failing test's output (RUST_LOG filters it).
+fn prefix(test: &str) -> String {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+    format!(
+        "{test}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 impl TestKafka {
     /// The mock cluster (3 brokers), or `REACTOR_TEST_BROKERS` when set.
     pub fn new(test: &str) -> TestKafka {
-        // Logs show in a failing test's output (RUST_LOG filters them).
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .with_test_writer()
-            .try_init();
-        let prefix = format!(
-            "{test}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
         match std::env::var("REACTOR_TEST_BROKERS") {
-            Ok(brokers) if !brokers.is_empty() => TestKafka {
-                mock: None,
-                brokers,
-                prefix,
-            },
+            Ok(brokers) if !brokers.is_empty() => TestKafka::on(&brokers, test),
             _ => {
                 let mock = MockCluster::new(3).expect("mock cluster");
-                let brokers = mock.bootstrap_servers();
                 TestKafka {
+                    brokers: mock.bootstrap_servers(),
                     mock: Some(mock),
-                    brokers,
-                    prefix,
+                    prefix: prefix(test),
                 }
             }
+        }
+    }
+
+    /// A Kafka at `brokers` (a real broker a test tier was given).
+    pub fn on(brokers: &str, test: &str) -> TestKafka {
+        TestKafka {
+            mock: None,
+            brokers: brokers.to_string(),
+            prefix: prefix(test),
         }
     }
 
