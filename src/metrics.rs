@@ -14,7 +14,6 @@
 
 use std::collections::HashSet;
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use jiff::Timestamp;
@@ -133,6 +132,16 @@ pub const JOB_QUEUED: &str = "reactor_job_queued";
 pub const JOB_RUNNING: &str = "reactor_job_running";
 /// Active process instances, by process.
 pub const PROCESSES_ACTIVE: &str = "reactor_processes_active";
+/// Dead letters whose record was cut to fit the producer's limit.
+pub const DEAD_LETTERS_TRUNCATED: &str = "reactor_dead_letters_truncated_total";
+/// Outputs larger than the producer's limit, sent as dead letters instead.
+pub const OUTPUTS_OVERSIZE: &str = "reactor_outputs_oversize_total";
+/// CTL dead letters not reported: more waited for an unowned shard than kept.
+pub const CTL_DEAD_LETTERS_DROPPED: &str = "reactor_ctl_dead_letters_dropped_total";
+/// Open admin API connections.
+pub const ADMIN_CONNECTIONS: &str = "reactor_admin_connections";
+/// Admin API connections closed to make room, by `why` (`evicted`, `refused`).
+pub const ADMIN_CONNECTIONS_CLOSED: &str = "reactor_admin_connections_closed_total";
 
 /// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
 pub const BUCKETS: [f64; 15] = [
@@ -372,6 +381,31 @@ pub fn describe() {
         BROKER_UNAVAILABLE,
         Unit::Count,
         "Times the broker could not be reached."
+    );
+    describe_counter!(
+        DEAD_LETTERS_TRUNCATED,
+        Unit::Count,
+        "Dead letters whose record was cut to fit the producer's limit."
+    );
+    describe_counter!(
+        OUTPUTS_OVERSIZE,
+        Unit::Count,
+        "Outputs larger than the producer's limit, sent as dead letters instead, by topic."
+    );
+    describe_counter!(
+        CTL_DEAD_LETTERS_DROPPED,
+        Unit::Count,
+        "CTL dead letters not reported: more waited for an unowned shard than kept."
+    );
+    describe_gauge!(
+        ADMIN_CONNECTIONS,
+        Unit::Count,
+        "Open admin API connections."
+    );
+    describe_counter!(
+        ADMIN_CONNECTIONS_CLOSED,
+        Unit::Count,
+        "Admin API connections closed to make room, by why (evicted, refused)."
     );
 }
 
@@ -709,13 +743,50 @@ pub fn record_stages(shards: &[Vec<StageStats>], offers: usize) {
     gauge!(OFFERS).set(offers as f64);
 }
 
-/// Sets readiness: the flag the admin API serves and the [`READY`] gauge
-/// together, logging when it changes.
-pub fn set_ready(flag: &AtomicBool, ready: bool) {
-    let was = flag.swap(ready, Ordering::SeqCst);
-    gauge!(READY).set(if ready { 1.0 } else { 0.0 });
-    if was != ready {
-        tracing::info!(ready, "readiness changed");
+/// Readiness changed (see [`crate::runtime::health::Readiness`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadinessChanged<'a> {
+    /// Ready now.
+    pub ready: bool,
+    /// Why not, when not.
+    pub reason: Option<&'a str>,
+}
+
+impl ReadinessChanged<'_> {
+    /// Logs at info (its causes, a broker down or a failed runtime, are
+    /// warned about where they happen) and sets the [`READY`] gauge.
+    pub fn emit(&self) {
+        match self.reason {
+            Some(reason) => tracing::info!(ready = self.ready, reason, "readiness changed"),
+            None => tracing::info!(ready = self.ready, "readiness changed"),
+        }
+        gauge!(READY).set(if self.ready { 1.0 } else { 0.0 });
+    }
+}
+
+/// An output record larger than the producer accepts: sent as a dead letter
+/// (cut) instead, so that it cannot abort every transaction. Input limits
+/// make this unreachable; seeing it is a bug to report.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputOversize<'a> {
+    /// The output's topic.
+    pub topic: &'a str,
+    /// Its size (key, value and headers).
+    pub size: usize,
+    /// The producer's limit.
+    pub limit: usize,
+}
+
+impl OutputOversize<'_> {
+    /// Logs an error and counts it.
+    pub fn emit(&self) {
+        tracing::error!(
+            topic = self.topic,
+            size = self.size,
+            limit = self.limit,
+            "an output is larger than the producer accepts; sent to the dead-letter topic instead"
+        );
+        counter!(OUTPUTS_OVERSIZE, "topic" => self.topic.to_string()).increment(1);
     }
 }
 
@@ -728,21 +799,75 @@ pub struct DeadLetter<'a> {
     pub partition: i32,
     /// Source offset.
     pub offset: i64,
-    /// Why it could not be decoded.
+    /// Why it was refused.
     pub reason: &'a str,
+    /// Whether the record was cut to fit the producer's limit.
+    pub truncated: bool,
 }
 
 impl DeadLetter<'_> {
-    /// Logs a warning and counts it.
+    /// Logs a warning and counts it (and a cut one). Emitted when the dead
+    /// letter is committed, so a record is counted once however often its
+    /// batch is redone.
     pub fn emit(&self) {
         tracing::warn!(
             topic = self.topic,
             partition = self.partition,
             offset = self.offset,
             reason = self.reason,
+            truncated = self.truncated,
             "dead letter"
         );
         counter!(DEAD_LETTERS, "topic" => self.topic.to_string()).increment(1);
+        if self.truncated {
+            counter!(DEAD_LETTERS_TRUNCATED).increment(1);
+        }
+    }
+}
+
+/// An undecodable CTL record not reported: too many waited for shards this
+/// instance does not own yet.
+#[derive(Debug, Clone, Copy)]
+pub struct CtlDeadLetterDropped<'a> {
+    /// CTL partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// Why it could not be decoded.
+    pub reason: &'a str,
+}
+
+impl CtlDeadLetterDropped<'_> {
+    /// Logs a warning and counts it.
+    pub fn emit(&self) {
+        tracing::warn!(
+            partition = self.partition,
+            offset = self.offset,
+            reason = self.reason,
+            "too many CTL dead letters wait for shards this instance does not own; this one is not reported"
+        );
+        counter!(CTL_DEAD_LETTERS_DROPPED).increment(1);
+    }
+}
+
+/// Sets the [`ADMIN_CONNECTIONS`] gauge.
+pub fn admin_connections(open: usize) {
+    gauge!(ADMIN_CONNECTIONS).set(open as f64);
+}
+
+/// The admin API closed a connection to stay within its limit.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminConnectionClosed {
+    /// `evicted` (the oldest idle one, for a new one) or `refused` (a new
+    /// one, every open one being busy).
+    pub why: &'static str,
+}
+
+impl AdminConnectionClosed {
+    /// Logs at debug (a flood would flood the log) and counts it.
+    pub fn emit(&self) {
+        tracing::debug!(why = self.why, "admin API: connection closed at the limit");
+        counter!(ADMIN_CONNECTIONS_CLOSED, "why" => self.why).increment(1);
     }
 }
 
@@ -1119,6 +1244,7 @@ mod tests {
             partition: 0,
             offset: 7,
             reason: "bad json",
+            truncated: true,
         }
         .emit();
         TransactionCommitted {
@@ -1147,7 +1273,11 @@ mod tests {
             error: &"all brokers down",
         }
         .emit();
-        set_ready(&AtomicBool::new(false), true);
+        ReadinessChanged {
+            ready: true,
+            reason: None,
+        }
+        .emit();
 
         let text = handle.render();
         for needle in [

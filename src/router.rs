@@ -106,6 +106,11 @@ impl Router {
         }
     }
 
+    /// The shard count.
+    pub fn partitions(&self) -> i32 {
+        self.partitions
+    }
+
     /// The partition of `key` (an offer id or a business key).
     pub fn key(&self, key: &str) -> i32 {
         partition_for(key.as_bytes(), self.partitions)

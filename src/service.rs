@@ -3,9 +3,8 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
@@ -13,7 +12,16 @@ use crate::admin::{self, AdminState};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::kafka::{self, Clients};
+use crate::runtime::backoff::Backoff;
+use crate::runtime::health::Readiness;
+use crate::runtime::stop::{Stop, StopKind};
 use crate::runtime::{supervisor, Options};
+
+/// How long a shutdown waits for the runtime's last commit. A graceful
+/// stop takes milliseconds; a runtime stuck in a call to an unreachable
+/// broker is not waited for: the process ends as a killed one would, which
+/// loses nothing (the open transaction is aborted, its inputs redone).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 
 /// Why the service stopped.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +40,9 @@ pub enum Error {
     /// The metrics recorder could not be installed.
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::Error),
+    /// The runtime's threads could not be started.
+    #[error("starting the runtime: {0}")]
+    Spawn(std::io::Error),
 }
 
 /// What an instance needs.
@@ -48,10 +59,13 @@ pub struct Settings {
     pub clock: Arc<dyn Clock>,
 }
 
-/// Runs an instance until `shutdown` completes (or a fatal error).
+/// Runs an instance until `shutdown` completes (or a fatal error). A
+/// shutdown is honoured within [`SHUTDOWN_GRACE`] at any moment: while
+/// topics are checked, the CTL table loads, shards restore, or a broker
+/// call hangs.
 pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let handle = crate::metrics::install()?;
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Readiness::new();
     let (queries_tx, queries_rx) = mpsc::channel(64);
     let (stop_admin, admin_stopped) = watch::channel(false);
     let listener = tokio::net::TcpListener::bind(settings.admin)
@@ -61,7 +75,7 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
             source,
         })?;
     let state = AdminState {
-        ready: Arc::clone(&ready),
+        readiness: Arc::clone(&readiness),
         metrics: handle,
         queries: queries_tx,
     };
@@ -78,22 +92,22 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
         p = ensure_topics(&clients, &settings.config) => p?,
         () = &mut shutdown => {
             let _ = stop_admin.send(true);
+            let _ = admin_task.await;
             return Ok(());
         }
     };
+    let stop = Stop::new();
     let options = Options {
         config: Arc::clone(&settings.config),
         clients,
         instance_id: settings.instance_id.clone(),
         partitions,
         clock: settings.clock,
-        ready,
+        readiness,
         queries: Arc::new(Mutex::new(queries_rx)),
-        shutdown: Arc::new(AtomicBool::new(false)),
-        crash: Arc::new(AtomicBool::new(false)),
+        stop: stop.clone(),
     };
-    let stop = Arc::clone(&options.shutdown);
-    let runtime = supervisor::spawn(options);
+    let runtime = supervisor::spawn(options).map_err(Error::Spawn)?;
     tracing::info!(
         instance = settings.instance_id,
         brokers = settings.brokers,
@@ -102,17 +116,28 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
         "reactor started"
     );
     // Wait for the signal, or for the runtime to end on its own (a fatal error).
-    let mut watch_runtime = tokio::time::interval(Duration::from_millis(200));
+    let mut watch_runtime = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             _ = watch_runtime.tick() => if runtime.is_finished() { break },
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let result = tokio::task::spawn_blocking(move || runtime.join())
-        .await
-        .unwrap_or(Err(kafka::Error::Crashed));
+    stop.request(StopKind::Shutdown);
+    let until = Instant::now() + SHUTDOWN_GRACE;
+    while !runtime.is_finished() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let result = if runtime.is_finished() {
+        runtime.join()
+    } else {
+        tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "the runtime did not stop in time (a broker call hangs); exiting without its last commit"
+        );
+        // Dropping the handle leaves its threads to the process's end.
+        Ok(())
+    };
     let _ = stop_admin.send(true);
     let _ = admin_task.await;
     tracing::info!("reactor stopped");
@@ -120,15 +145,37 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
 }
 
 /// Checks and creates topics, retrying while the brokers are unreachable.
-async fn ensure_topics(clients: &Clients, config: &Config) -> Result<i32, kafka::Error> {
-    let mut backoff = Duration::from_millis(200);
+/// The checks block on broker calls (metadata, up to seconds when a broker
+/// hangs), so they run on a thread of their own: a shutdown does not wait
+/// for them.
+async fn ensure_topics(clients: &Clients, config: &Arc<Config>) -> Result<i32, kafka::Error> {
+    let mut backoff = Backoff::default();
     loop {
-        match kafka::topics::ensure(clients, config).await {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let (clients, config) = (clients.clone(), Arc::clone(config));
+        std::thread::Builder::new()
+            .name("reactor-topics".into())
+            .spawn(move || {
+                let checked = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| kafka::Error::Topic {
+                        topic: String::new(),
+                        message: format!("cannot start a runtime to check topics: {e}"),
+                    })
+                    .and_then(|rt| rt.block_on(kafka::topics::ensure(&clients, &config)));
+                let _ = done.send(checked);
+            })
+            .map_err(|e| kafka::Error::Topic {
+                topic: String::new(),
+                message: format!("cannot start a thread to check topics: {e}"),
+            })?;
+        let checked = result.await.unwrap_or(Err(kafka::Error::Crashed));
+        match checked {
             Ok(n) => return Ok(n),
             Err(e) if e.is_retryable() => {
                 crate::metrics::BrokerUnavailable { error: &e }.emit();
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(10));
+                tokio::time::sleep(backoff.next_delay()).await;
             }
             Err(e) => return Err(e),
         }

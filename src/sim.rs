@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::Action;
 use crate::changelog::ChangelogRecord;
+use crate::codec::{validate, DecodeError};
 use crate::config::Config;
 use crate::ctl::ParamName;
 use crate::engine::{Command, Engine, Input, RunResult, StageReply, TaskView, TimerChange, Update};
@@ -413,32 +414,38 @@ impl Simulator {
             self.record(input.at, actions, &mut out);
         }
         self.advance(input.at, &mut out)?;
+        // The rules Kafka inputs pass: a line Kafka would refuse stops the
+        // simulation.
+        let invalid = |e: DecodeError| Error::BadInput {
+            line,
+            message: e.to_string(),
+        };
         let engine_input = if let Some(c) = input.ctl {
+            let c = validate::ctl_change(c.entity, c.param, c.value).map_err(invalid)?;
             self.ctl
                 .insert(ParamName::new(c.entity.clone(), c.param.clone()), c.value);
-            Input::Ctl {
-                entity: c.entity,
-                param: c.param,
-                value: c.value,
-            }
+            c.into()
         } else if let Some(c) = input.complete {
-            Input::Result(self.result(c, line)?)
+            Input::Result(validate::run_result(self.result(c, line)?).map_err(invalid)?)
         } else if let Some(o) = input.offer {
-            Input::Offer(o.into_change(line)?)
+            Input::Offer(validate::offer_change(o.into_change(line)?).map_err(invalid)?)
         } else if let Some(l) = input.launch {
-            Input::Command(l.into_command(line)?)
+            Input::Command(validate::command(l.into_command(line)?).map_err(invalid)?)
         } else if let Some(s) = input.submit {
-            Input::Command(Command::Submit {
-                job: s.job,
-                key: s.key,
-                params: s.params,
-                position: s.position,
-                priority: s.priority,
-            })
+            Input::Command(
+                validate::command(Command::Submit {
+                    job: s.job,
+                    key: s.key,
+                    params: s.params,
+                    position: s.position,
+                    priority: s.priority,
+                })
+                .map_err(invalid)?,
+            )
         } else if let Some(r) = input.record {
-            Input::Record(r)
+            Input::Record(validate::event_record(r).map_err(invalid)?)
         } else if let Some(c) = input.command {
-            Input::Command(c)
+            Input::Command(validate::command(c).map_err(invalid)?)
         } else {
             return Err(Error::BadInput {
                 line,
@@ -461,8 +468,15 @@ impl Simulator {
             line,
             message: message.to_string(),
         };
+        let name = |field, text| {
+            validate::name(field, text).map_err(|e| Error::BadInput {
+                line,
+                message: e.to_string(),
+            })
+        };
         match (c.task, c.stage, c.offer) {
             (Some(task), None, None) => {
+                let task = name("task", task)?;
                 if c.update.is_some() || c.body.is_some() || c.state.is_some() || c.timer.is_some()
                 {
                     return Err(bad(
@@ -483,6 +497,7 @@ impl Simulator {
                 Ok(result)
             }
             (None, Some(stage), Some(offer)) => {
+                let (stage, offer) = (name("stage", stage)?, name("offer", offer)?);
                 let known = match c.attempt {
                     Some(n) => self
                         .stage_attempts
@@ -694,4 +709,102 @@ pub fn count_inputs(input: &str) -> usize {
         .lines()
         .filter(|t| !t.trim().is_empty() && !t.trim_start().starts_with('#'))
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec;
+
+    const CONFIG: &str = r#"
+[[task]]
+id = "t"
+trigger = "delta(dwh.orders/max_dt, 1h)"
+
+[[stage]]
+name = "price"
+"#;
+
+    fn refusal(line: &str) -> String {
+        let config = crate::config::parse(CONFIG, "test.toml").unwrap().config;
+        match run(config, line, None, None, false) {
+            Err(Error::BadInput { line: 1, message }) => message,
+            other => panic!("{line}: {:?}", other.map(|(_, out)| out)),
+        }
+    }
+
+    fn deep(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    /// `reactor simulate` refuses exactly what the Kafka decoders refuse,
+    /// with the same reason.
+    #[test]
+    fn simulate_refuses_what_kafka_refuses() {
+        let at = r#""at":"2024-06-01T00:00:00Z""#;
+        let value = r#""value":"2024-06-01T00:00:00Z""#;
+        let long = "x".repeat(codec::limits::MAX_NAME_BYTES + 1);
+        let cases: Vec<(String, Result<(), codec::DecodeError>)> = vec![
+            (
+                format!(r#"{{{at},"ctl":{{"entity":"","param":"max_dt",{value}}}}}"#),
+                codec::decode_ctl_change(
+                    format!(r#"{{"entity":"","param":"max_dt",{value}}}"#).as_bytes(),
+                )
+                .map(drop),
+            ),
+            (
+                format!(r#"{{{at},"ctl":{{"entity":"{long}","param":"max_dt",{value}}}}}"#),
+                codec::decode_ctl_change(
+                    format!(r#"{{"entity":"{long}","param":"max_dt",{value}}}"#).as_bytes(),
+                )
+                .map(drop),
+            ),
+            (
+                format!(r#"{{{at},"offer":{{"id":"","body":{{"a":1}}}}}}"#),
+                codec::decode_offer_change(None, Some(br#"{"offer_id":"","body":{"a":1}}"#))
+                    .map(drop),
+            ),
+            (
+                format!(r#"{{{at},"offer":{{"id":"o","patch":{{"a":{}}}}}}}"#, deep(40)),
+                codec::decode_offer_change(
+                    None,
+                    Some(format!(r#"{{"offer_id":"o","patch":{{"a":{}}}}}"#, deep(40)).as_bytes()),
+                )
+                .map(drop),
+            ),
+            (
+                format!(r#"{{{at},"command":{{"op":"pause","task":""}}}}"#),
+                codec::decode_command(br#"{"pause":{"task":""}}"#).map(drop),
+            ),
+            (
+                format!(r#"{{{at},"command":{{"op":"rescan","stage":"price","when":" "}}}}"#),
+                codec::decode_command(br#"{"rescan":{"stage":"price","when":" "}}"#).map(drop),
+            ),
+            (
+                format!(
+                    r#"{{{at},"command":{{"op":"set_stage_state","offer":"o","stage":"price","state":{},"version":1}}}}"#,
+                    deep(40)
+                ),
+                codec::decode_command(
+                    format!(
+                        r#"{{"set_stage_state":{{"offer_id":"o","stage":"price","state":{},"version":1}}}}"#,
+                        deep(40)
+                    )
+                    .as_bytes(),
+                )
+                .map(drop),
+            ),
+        ];
+        for (line, kafka) in cases {
+            let kafka = kafka.expect_err(&line).to_string();
+            assert_eq!(refusal(&line), kafka, "{line}");
+        }
+        // A stage result names its stage and offer.
+        assert_eq!(
+            refusal(&format!(
+                r#"{{{at},"complete":{{"stage":"price","offer":"","status":"succeeded"}}}}"#
+            )),
+            "missing field `offer`"
+        );
+    }
 }

@@ -1,7 +1,6 @@
 //! Reactor under measurement: one instance on fresh topics and a fresh
 //! group, started as `reactor run` starts it (`supervisor::spawn`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,18 +11,20 @@ use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Pla
 use crate::clock::SystemClock;
 use crate::codec;
 use crate::config::{Config, Topics};
+use crate::runtime::health::Readiness;
+use crate::runtime::stop::Stop;
 use crate::runtime::{supervisor, Options};
 
 /// A running instance; crashed when dropped unless stopped.
 pub(super) struct Instance {
     handle: Option<supervisor::Handle>,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
 }
 
 impl Instance {
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
-        while !self.ready.load(Ordering::Relaxed) {
+        while !self.readiness.is_ready() {
             if self.handle.as_ref().is_some_and(|h| h.is_finished()) {
                 let result = self.handle.take().map(|h| h.join());
                 return Err(match result {
@@ -147,21 +148,24 @@ pub(super) fn launch(
         "starting Reactor"
     );
     let (_queries, rx) = tokio::sync::mpsc::channel(1);
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Readiness::new();
     let options = Options {
         config: Arc::new(config),
         clients: cluster.clients.clone(),
         instance_id: "bench".into(),
         partitions: n,
         clock: Arc::new(SystemClock),
-        ready: Arc::clone(&ready),
+        readiness: Arc::clone(&readiness),
         queries: Arc::new(Mutex::new(rx)),
-        shutdown: Arc::new(AtomicBool::new(false)),
-        crash: Arc::new(AtomicBool::new(false)),
+        stop: Stop::new(),
     };
+    let handle = supervisor::spawn(options).map_err(|e| Error::Failed {
+        what: "starting Reactor".into(),
+        message: e.to_string(),
+    })?;
     let mut instance = Instance {
-        handle: Some(supervisor::spawn(options)),
-        ready,
+        handle: Some(handle),
+        readiness,
     };
     instance.wait_ready(plan.timeout)?;
     Ok(Launched {

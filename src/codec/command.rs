@@ -1,8 +1,10 @@
 //! `Command`: an operator command, from `reactor.commands`.
 
 use super::error::{non_empty, param_name, required, DecodeError};
+use super::limits::check_name;
 use super::structs::{body_from_struct, encode_nested_with_json, json_from_value, JsonField};
 use super::time::{required_ts, timestamp_to_proto};
+use super::validate;
 use super::wire::{decode, encode, Format};
 use crate::engine::Command;
 use crate::proto::v1;
@@ -19,26 +21,23 @@ const LAUNCH: u32 = 8;
 const SUBMIT: u32 = 9;
 
 /// Decodes a `Command` (protobuf or JSON). In `set_stage_state`, an absent
-/// or `null` state clears the stage's state; numbers are normalised.
+/// or `null` state clears the stage's state; numbers are normalised. The
+/// command is then checked by [`validate::command`].
 pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
     let m: v1::Command = decode(bytes)?;
-    Ok(match required("op", m.op)? {
-        Op::Pause(Pause { task }) => Command::Pause {
-            task: non_empty("task", task)?,
-        },
-        Op::Resume(Resume { task }) => Command::Resume {
-            task: non_empty("task", task)?,
-        },
+    validate::command(match required("op", m.op)? {
+        Op::Pause(Pause { task }) => Command::Pause { task },
+        Op::Resume(Resume { task }) => Command::Resume { task },
         Op::SetLast(SetLast { task, param, value }) => Command::SetLast {
-            task: non_empty("task", task)?,
-            param: param_name("param", &non_empty("param", param)?)?,
+            task,
+            param: parameter(non_empty("param", param)?)?,
             value: required_ts("value", value.as_ref())?,
         },
         Op::ClearLast(ClearLast { task, param }) => Command::ClearLast {
-            task: non_empty("task", task)?,
+            task,
             // Present but empty is a mistake, not "every parameter": only an
             // absent param clears them all.
-            param: param.map(|p| param_name("param", &p)).transpose()?,
+            param: param.map(parameter).transpose()?,
         },
         Op::SetStageState(SetStageState {
             offer_id,
@@ -46,30 +45,17 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
             state,
             version,
         }) => Command::SetStageState {
-            offer: non_empty("offer_id", offer_id)?,
-            stage: non_empty("stage", stage)?,
+            offer: offer_id,
+            stage,
             state: state
                 .map(|s| json_from_value("state", s))
                 .transpose()?
                 .unwrap_or_default(),
             version,
         },
-        Op::Rescan(Rescan { stage, when }) => Command::Rescan {
-            stage: non_empty("stage", stage)?,
-            // As for `clear_last`: only an absent filter means none.
-            when: match when {
-                Some(w) if w.trim().is_empty() => {
-                    return Err(DecodeError::InvalidField {
-                        field: "when",
-                        reason: "empty; leave it out to rescan without a filter".to_string(),
-                    })
-                }
-                when => when,
-            },
-        },
-        Op::UnparkOffer(UnparkOffer { offer_id }) => Command::UnparkOffer {
-            offer: non_empty("offer_id", offer_id)?,
-        },
+        // As for `clear_last`: only an absent filter means none.
+        Op::Rescan(Rescan { stage, when }) => Command::Rescan { stage, when },
+        Op::UnparkOffer(UnparkOffer { offer_id }) => Command::UnparkOffer { offer: offer_id },
         Op::Launch(l) => decode_launch(l)?,
         Op::Submit(Submit {
             job,
@@ -78,21 +64,21 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
             position,
             priority,
         }) => Command::Submit {
-            job: non_empty("job", job)?,
-            key: non_empty("key", key)?,
+            job,
+            key,
             params: object("params", params)?,
             position: super::result::position("position", &position)?,
             priority,
         },
-        Op::Cancel(Cancel { process, key }) => Command::Cancel {
-            process: non_empty("process", process)?,
-            key: non_empty("key", key)?,
-        },
-        Op::ResetKey(ResetKey { process, key }) => Command::ResetKey {
-            process: non_empty("process", process)?,
-            key: non_empty("key", key)?,
-        },
+        Op::Cancel(Cancel { process, key }) => Command::Cancel { process, key },
+        Op::ResetKey(ResetKey { process, key }) => Command::ResetKey { process, key },
     })
+}
+
+/// A `param` field as a parameter name.
+fn parameter(text: String) -> Result<crate::ctl::ParamName, DecodeError> {
+    check_name("param", &text)?;
+    param_name("param", &text)
 }
 
 /// A launch names a process and keys, or a task — never both.
@@ -112,25 +98,14 @@ fn decode_launch(l: Launch) -> Result<Command, DecodeError> {
                 params: l.task_params.into_iter().collect(),
             })
         }
-        (false, true) => {
-            if l.keys.is_empty() {
-                return Err(DecodeError::MissingField("keys"));
-            }
-            if l.keys.iter().any(String::is_empty) {
-                return Err(DecodeError::InvalidField {
-                    field: "keys",
-                    reason: "a key is empty".to_string(),
-                });
-            }
-            Ok(Command::Launch {
-                process: l.process,
-                keys: l.keys,
-                params: object("params", l.params)?,
-                position: super::result::position("position", &l.position)?,
-                reset: l.reset,
-                source: Some(l.source).filter(|s| !s.is_empty()),
-            })
-        }
+        (false, true) => Ok(Command::Launch {
+            process: l.process,
+            keys: l.keys,
+            params: object("params", l.params)?,
+            position: super::result::position("position", &l.position)?,
+            reset: l.reset,
+            source: Some(l.source).filter(|s| !s.is_empty()),
+        }),
     }
 }
 

@@ -2,8 +2,9 @@
 
 use jiff::Timestamp;
 
-use super::error::{non_empty, param_name, DecodeError};
+use super::error::DecodeError;
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
+use super::validate;
 use super::wire::{decode, encode, Format};
 use crate::engine::Input;
 use crate::proto::v1;
@@ -33,11 +34,7 @@ impl From<CtlRecord> for Input {
 /// informational and only checked to be well-formed.
 pub fn decode_ctl_change(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
     let m: v1::CtlChange = decode(bytes)?;
-    let entity = non_empty("entity", m.entity)?;
-    let param = non_empty("param", m.param)?;
-    // Validated like a parameter written in a trigger, so that a change the
-    // engine accepts can always be named in the DSL and in commands.
-    param_name("entity, param", &format!("{entity}/{param}"))?;
+    let (entity, param) = validate::parameter(m.entity, m.param)?;
     let value = required_ts("value", m.value.as_ref())?;
     optional_ts("changed_at", m.changed_at.as_ref())?;
     Ok(CtlRecord {

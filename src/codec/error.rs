@@ -41,6 +41,39 @@ pub enum DecodeError {
     /// Fields that exclude each other are set together.
     #[error("at most one of {0} may be set")]
     AtMostOne(&'static str),
+    /// The whole record is larger than Reactor accepts.
+    #[error("the record (key and value) is {size} bytes, over the input limit of {limit}")]
+    RecordTooLarge {
+        /// Key and value bytes.
+        size: usize,
+        /// [`super::limits::MAX_INPUT_BYTES`].
+        limit: usize,
+    },
+    /// A field is larger than Reactor accepts (bytes of text, or of compact
+    /// JSON for a JSON value).
+    #[error("field `{field}`: {size} bytes, over the limit of {limit}")]
+    FieldTooLarge {
+        /// The field.
+        field: &'static str,
+        /// Its size.
+        size: usize,
+        /// The limit (see [`super::limits`]).
+        limit: usize,
+    },
+    /// A JSON field nests arrays and objects deeper than Reactor accepts.
+    #[error("field `{field}`: nested {depth} levels deep, over the limit of {limit}")]
+    TooDeep {
+        /// The field.
+        field: &'static str,
+        /// Its depth.
+        depth: usize,
+        /// [`super::limits::MAX_JSON_DEPTH`].
+        limit: usize,
+    },
+    /// A value starting with byte 0 (Schema Registry framing) is too short
+    /// or its message indexes are malformed.
+    #[error("schema registry framing: {0}")]
+    Framing(&'static str),
     /// A changelog key is not `store/key` with a known store.
     #[error("changelog key `{key}`: {reason}")]
     ChangelogKey {

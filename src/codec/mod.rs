@@ -12,20 +12,27 @@
 //! records are always written as protobuf.
 //!
 //! Every decoder fails with a [`DecodeError`] whose text says what to fix; a
-//! failed record is poison and goes to the dead-letter topic.
+//! failed record is poison and goes to the dead-letter topic. What makes a
+//! decoded input acceptable is in [`validate`] (shared with `reactor
+//! simulate`), and what one input may carry in [`limits`]. Every input also
+//! accepts Confluent Schema Registry framing.
 
 mod changelog;
 mod command;
 mod ctl;
 mod error;
 mod event;
+mod frame;
 mod json;
+pub mod limits;
+mod mark;
 mod offer;
 mod process;
 mod result;
 mod run;
 mod structs;
 mod time;
+pub mod validate;
 mod wire;
 
 #[cfg(test)]
@@ -37,6 +44,7 @@ pub use ctl::{decode_ctl_change, encode_ctl_change, CtlRecord};
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, event_kind};
 pub use json::{to_json, MessageKind};
+pub use mark::{decode_ctl_dead_mark, encode_ctl_dead_mark};
 pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{

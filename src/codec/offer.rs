@@ -4,8 +4,10 @@
 use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
+use super::limits::check_name;
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
 use super::time::{required_ts, timestamp_to_proto};
+use super::validate;
 use super::wire::{decode, Format};
 use crate::action::OfferState;
 use crate::offer::{Body, Change, OfferChange};
@@ -15,7 +17,8 @@ use crate::proto::v1;
 /// a value (tombstone) deletes the offer named by its key. The offer id is
 /// the message's `offer_id`, or the key when that is empty; when both are
 /// set they must agree, since the key decides the partition that owns the
-/// offer. Numbers are normalised ([`crate::offer::normalize`]).
+/// offer. Numbers are normalised ([`crate::offer::normalize`]); the change
+/// is then checked by [`validate::offer_change`].
 pub fn decode_offer_change(
     key: Option<&[u8]>,
     payload: Option<&[u8]>,
@@ -27,7 +30,7 @@ pub fn decode_offer_change(
             reason: "a tombstone deletes the offer named by its key, and this one has none"
                 .to_string(),
         })?;
-        return Ok(OfferChange {
+        return validate::offer_change(OfferChange {
             offer_id,
             change: Change::Deleted,
             source: None,
@@ -38,6 +41,8 @@ pub fn decode_offer_change(
         key_text(key)?.ok_or(DecodeError::MissingField("offer_id"))?
     } else {
         if let Some(key) = key.filter(|k| *k != m.offer_id.as_bytes()) {
+            check_name("offer_id", &m.offer_id)?;
+            check_name("key", &String::from_utf8_lossy(key))?;
             return Err(DecodeError::InvalidField {
                 field: "offer_id",
                 reason: format!(
@@ -55,7 +60,7 @@ pub fn decode_offer_change(
         (None, None, true) => Change::Deleted,
         _ => return Err(DecodeError::ExactlyOne("`body`, `patch` and `deleted`")),
     };
-    Ok(OfferChange {
+    validate::offer_change(OfferChange {
         offer_id,
         change,
         source: Some(m.source).filter(|s| !s.is_empty()),

@@ -1,10 +1,11 @@
 //! `RunResult`: a worker's reply, from `reactor.results`.
 
-use super::error::{non_empty, DecodeError};
+use super::error::DecodeError;
 use super::structs::{
     body_from_struct, encode_with_json, json_from_value, struct_from_body, JsonField,
 };
 use super::time::{optional_ts, timestamp_to_proto};
+use super::validate;
 use super::wire::{decode, Format};
 use crate::engine::{RunResult, StageReply, StepReply, TimerChange, Update};
 use crate::process::{NextJob, Position};
@@ -18,7 +19,7 @@ use crate::run::Status;
 /// `update` and `body` exclude each other, as do `timer` and `clear_timer`,
 /// and `clear_state` and a non-null `state`. A `null` state (protobuf) and
 /// `clear_state` both give `state: Some(Value::Null)`. Numbers are
-/// normalised.
+/// normalised. The result is then checked by [`validate::run_result`].
 pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
     let m: v1::RunResult = decode(bytes)?;
     let status = match v1::RunStatus::try_from(m.status) {
@@ -55,7 +56,7 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         .into_iter()
         .map(|n| {
             Ok(NextJob {
-                job: non_empty("next.job", n.job)?,
+                job: n.job,
                 params: n
                     .params
                     .map(|p| body_from_struct("next.params", p))
@@ -64,8 +65,8 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
             })
         })
         .collect::<Result<Vec<_>, DecodeError>>()?;
-    Ok(RunResult {
-        run_id: non_empty("run_id", m.run_id)?,
+    validate::run_result(RunResult {
+        run_id: m.run_id,
         pass: m.pass,
         status,
         error: Some(m.error).filter(|e| !e.is_empty()),

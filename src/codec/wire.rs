@@ -37,11 +37,13 @@ pub fn is_json(bytes: &[u8]) -> bool {
         .is_some_and(|&b| b == b'{')
 }
 
-/// Decodes a message from either encoding.
+/// Decodes a message from either encoding, with or without Schema Registry
+/// framing ([`super::frame`]).
 pub(super) fn decode<M>(bytes: &[u8]) -> Result<M, DecodeError>
 where
     M: Message + Default + DeserializeOwned,
 {
+    let bytes = super::frame::unframe(bytes)?;
     if !is_json(bytes) {
         return M::decode(bytes).map_err(|e| DecodeError::Protobuf(e.to_string()));
     }

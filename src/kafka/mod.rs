@@ -51,6 +51,13 @@ pub enum Error {
     /// The instance was stopped as if killed (tests of crash recovery).
     #[error("crashed on request")]
     Crashed,
+    /// A stop was asked while waiting for Kafka (reading a topic to its end).
+    #[error("stopped on request")]
+    Stopped,
+    /// The configuration lets inputs cause outputs larger than the producer
+    /// accepts.
+    #[error("refusing to start: {0}")]
+    Limits(String),
     /// No broker answered in time.
     #[error("{what}: timed out after {seconds}s (brokers {brokers})")]
     Timeout {
@@ -70,7 +77,11 @@ impl Error {
         match self {
             Error::Record { source, .. } | Error::Client { source, .. } => is_retryable(source),
             Error::Timeout { .. } => true,
-            Error::Topic { .. } | Error::CoPartition { .. } | Error::Crashed => false,
+            Error::Topic { .. }
+            | Error::CoPartition { .. }
+            | Error::Crashed
+            | Error::Stopped
+            | Error::Limits(_) => false,
         }
     }
 
@@ -130,6 +141,15 @@ impl Clients {
             c.set("group.id", "reactor-reader");
         }
         c
+    }
+
+    /// The producer's `message.max.bytes`: the largest record Reactor may
+    /// produce (librdkafka refuses a larger one before sending it).
+    pub fn max_record_bytes(&self) -> usize {
+        self.librdkafka
+            .get("message.max.bytes")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(crate::codec::limits::DEFAULT_MAX_RECORD_BYTES)
     }
 
     /// A producer with the Java-compatible partitioner.

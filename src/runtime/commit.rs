@@ -35,7 +35,11 @@ impl Runtime {
         match result {
             Ok(()) => {
                 for shard in self.shards.values_mut() {
-                    shard.pending.clear();
+                    // Committed: each dead letter is logged and counted once.
+                    for note in &shard.dead {
+                        note.emit();
+                    }
+                    shard.clear();
                 }
                 self.offsets.clear();
                 metrics::TransactionCommitted {

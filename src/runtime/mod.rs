@@ -1,7 +1,6 @@
 //! The Kafka runtime: one logical thread driving every shard this instance
 //! owns. Each loop polls the group inputs (offer changes, results, commands)
-//! and the global
-//! CTL table, applies them to the owning shard's engine, fires due timers,
+//! and the global CTL table, applies them to the owning shard's engine, fires due timers,
 //! answers admin queries and, every commit interval, commits everything the
 //! shards decided together with the input offsets in one Kafka transaction.
 //!
@@ -10,40 +9,47 @@
 //! runtime, which rejoins the group, restores shards from the changelog and
 //! resumes from the committed offsets. Nothing uncommitted is ever visible,
 //! and ids derived from state make the redone work identical.
+//!
+//! Bad input is never such a failure: a record is either applied or
+//! dead-lettered ([`intake`]), and no output may exceed what the producer
+//! accepts, so that no record can stop, stall or crash-loop a shard.
 
+pub mod backoff;
 mod commit;
 mod context;
+mod ctl;
+pub mod dead;
+pub mod health;
 mod inputs;
+pub mod intake;
 pub mod output;
 mod shards;
+pub mod stop;
 pub mod supervisor;
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::producer::{Producer, ThreadedProducer};
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
 use crate::admin::Query;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::ctl::CtlTable;
-use crate::engine::{Engine, OfferCounters, StageStats, Stats};
+use crate::engine::StageStats;
 use crate::kafka::{partition_for, Clients, Error, ReaderContext};
 
 use context::{DeliveryContext, GroupContext};
-use output::OutRecord;
+use health::{Phase, Readiness};
+use intake::{Context, Router, Shard};
+use stop::{Stop, StopKind};
 
 /// Most inputs handled between two checks of timers, CTL and admin queries.
 const MAX_POLL_BATCH: usize = 500;
-/// Most CTL dead letters kept per shard this instance does not own (yet).
-const MAX_DEFERRED_DEAD: usize = 1000;
 /// Timeout of transactional calls and flushes.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often engine counters and task gauges are exported.
@@ -64,25 +70,13 @@ pub struct Options {
     pub partitions: i32,
     /// Time source.
     pub clock: Arc<dyn Clock>,
-    /// Readiness flag served on `/readyz`.
-    pub ready: Arc<AtomicBool>,
+    /// Readiness served on `/readyz`.
+    pub readiness: Arc<Readiness>,
     /// Admin queries to answer between batches.
     pub queries: Arc<Mutex<mpsc::Receiver<Query>>>,
-    /// Set to stop after a last commit.
-    pub shutdown: Arc<AtomicBool>,
-    /// Set to stop at once without committing, as a killed process would
-    /// (tests of crash recovery).
-    pub crash: Arc<AtomicBool>,
-}
-
-/// One owned partition: its engine and what it decided since the last commit.
-struct Shard {
-    engine: Engine,
-    pending: Vec<OutRecord>,
-    /// Engine counters already exported.
-    stats: Stats,
-    /// Offer counters already exported.
-    offer_stats: OfferCounters,
+    /// Set to stop: after a last commit, or at once as a killed process
+    /// would (tests of crash recovery).
+    pub stop: Stop,
 }
 
 /// The runtime of one instance (see the module docs).
@@ -92,24 +86,29 @@ pub struct Runtime {
     ctl: BaseConsumer<ReaderContext>,
     producer: ThreadedProducer<DeliveryContext>,
     shards: BTreeMap<i32, Shard>,
+    /// Who owns what.
+    router: Router,
+    /// The producer's `message.max.bytes`.
+    max_record_bytes: usize,
     /// The global CTL table: latest value per parameter.
     table: CtlTable,
-    /// Which partition owns a task, an offer, a key, a result, a command.
-    router: crate::router::Router,
     /// Next offset to commit per group input partition.
     offsets: BTreeMap<(String, i32), i64>,
     /// Last metrics export.
     metrics_at: Instant,
-    /// Dead letters of CTL records, by the shard that reports them, waiting
-    /// until this instance owns that shard (bounded).
-    deferred_dead: BTreeMap<i32, Vec<OutRecord>>,
+    /// CTL dead letters waiting until this instance owns their shard.
+    waiting: ctl::Waiting,
 }
 
 impl Runtime {
     /// Connects the clients, reads the whole CTL table and joins the group.
     pub fn start(options: Options) -> Result<Runtime, Error> {
+        options.readiness.set_phase(Phase::Starting);
         let k = &options.config.kafka;
         let clients = &options.clients;
+        let max_record_bytes = clients.max_record_bytes();
+        crate::codec::limits::check_outputs_fit(options.config.stages.len(), max_record_bytes)
+            .map_err(Error::Limits)?;
         let mut group_config = clients.base();
         group_config
             .set("group.id", &k.group_id)
@@ -143,18 +142,19 @@ impl Runtime {
                 .init_transactions(CALL_TIMEOUT)
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
-        let router = crate::router::Router::new(&options.config, options.partitions);
+        let router = Router::new(&options.config, options.partitions);
         let mut runtime = Runtime {
             options,
             group,
             ctl,
             producer,
             shards: BTreeMap::new(),
-            table: CtlTable::default(),
             router,
+            max_record_bytes,
+            table: CtlTable::default(),
             offsets: BTreeMap::new(),
             metrics_at: Instant::now(),
-            deferred_dead: BTreeMap::new(),
+            waiting: ctl::Waiting::default(),
         };
         runtime.catch_up_ctl()?;
         let t = &runtime.options.config.kafka.topics;
@@ -162,6 +162,7 @@ impl Runtime {
             .group
             .subscribe(&[t.results.as_str(), t.commands.as_str(), t.offers.as_str()])
             .map_err(|e| Error::client("subscribing to the input topics", e))?;
+        runtime.options.readiness.set_phase(Phase::Joining);
         Ok(runtime)
     }
 
@@ -174,12 +175,11 @@ impl Runtime {
         let mut batch_started = Instant::now();
         let mut busy = false;
         let result = loop {
-            if self.options.crash.load(Ordering::Relaxed) {
+            match self.options.stop.requested() {
                 // As a killed process: nothing more is sent, nothing committed.
-                return Err(Error::Crashed);
-            }
-            if self.options.shutdown.load(Ordering::Relaxed) {
-                break self.commit();
+                Some(StopKind::Crash) => return Err(Error::Crashed),
+                Some(StopKind::Shutdown) => break self.commit(),
+                None => {}
             }
             // Wait for group inputs only when the last pass found nothing to do.
             let wait = if busy { Duration::ZERO } else { poll_timeout };
@@ -194,7 +194,6 @@ impl Runtime {
                 batch_started = Instant::now();
             }
         };
-        crate::metrics::set_ready(&self.options.ready, false);
         if result.is_err() && self.options.config.kafka.exactly_once {
             // Whatever was in flight must not become visible.
             let _ = self.producer.abort_transaction(CALL_TIMEOUT);
@@ -209,7 +208,9 @@ impl Runtime {
         let inputs = self.poll_group(poll_timeout)?;
         self.handle_ownership()?;
         let changes = self.poll_ctl()?;
-        self.tick()?;
+        self.tick();
+        // A shard that broke an invariant is rebuilt before it sees more.
+        self.rebuild_broken()?;
         self.answer_queries();
         Ok(inputs + changes > 0)
     }
@@ -218,90 +219,33 @@ impl Runtime {
         self.options.clock.now()
     }
 
-    /// Reads `ctl.changes` from the beginning to its current end, so the
-    /// table is complete before any shard is served.
-    fn catch_up_ctl(&mut self) -> Result<(), Error> {
-        let topic = self.options.config.kafka.topics.ctl.clone();
-        let metadata = self
-            .ctl
-            .fetch_metadata(Some(&topic), CALL_TIMEOUT)
-            .map_err(|e| Error::client(format!("fetching metadata of {topic}"), e))?;
-        let partitions = metadata
-            .topics()
-            .first()
-            .map_or(0, |t| t.partitions().len() as i32);
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(&topic, p, Offset::Beginning)
-                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
+    /// Fails with the stop asked for, if any: for the waits of start and
+    /// restore, which must not hold a stop back.
+    fn stop_requested(&self) -> Result<(), Error> {
+        match self.options.stop.requested() {
+            None => Ok(()),
+            Some(StopKind::Shutdown) => Err(Error::Stopped),
+            Some(StopKind::Crash) => Err(Error::Crashed),
         }
-        self.ctl
-            .assign(&tpl)
-            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
-        let mut at_end: HashSet<i32> = HashSet::new();
-        let deadline = Instant::now() + RESTORE_TIMEOUT;
-        let started = Instant::now();
-        let mut records = 0u64;
-        while (at_end.len() as i32) < partitions {
-            if Instant::now() > deadline {
-                return Err(Error::Timeout {
-                    what: format!("reading {topic} to its end"),
-                    brokers: self.options.clients.brokers.clone(),
-                    seconds: RESTORE_TIMEOUT.as_secs(),
-                });
-            }
-            let message = match self.ctl.poll(Duration::from_millis(100)) {
-                None => continue,
-                Some(Err(KafkaError::PartitionEOF(p))) => {
-                    at_end.insert(p);
-                    continue;
-                }
-                Some(Err(e)) => {
-                    crate::metrics::BrokerUnavailable { error: &e }.emit();
-                    continue;
-                }
-                Some(Ok(m)) => m.detach(),
-            };
-            records += 1;
-            self.on_ctl(&message)?;
-        }
-        tracing::info!(
-            topic,
-            partitions,
-            records,
-            parameters = self.table.len(),
-            seconds = started.elapsed().as_secs_f64(),
-            "CTL table loaded"
-        );
-        Ok(())
     }
 
-    fn tick(&mut self) -> Result<(), Error> {
+    /// The shards' shared context, the shards and the waiting CTL dead
+    /// letters, borrowed apart.
+    fn parts(&mut self) -> (Context<'_>, &mut BTreeMap<i32, Shard>, &mut ctl::Waiting) {
+        let ctx = Context {
+            settings: &self.options.config.kafka,
+            max_record_bytes: self.max_record_bytes,
+            router: &self.router,
+        };
+        (ctx, &mut self.shards, &mut self.waiting)
+    }
+
+    fn tick(&mut self) {
         let now = self.now();
-        let settings = &self.options.config.kafka;
-        let mut failed = Vec::new();
-        for (&p, shard) in &mut self.shards {
-            if shard.engine.next_deadline().is_some_and(|d| d <= now) {
-                match shard.engine.tick(now) {
-                    Ok(actions) => {
-                        crate::metrics::record_actions(p, &actions);
-                        output::encode(&actions, p, settings, now, &mut shard.pending);
-                    }
-                    Err(e) => failed.push((p, e)),
-                }
-            }
+        let (ctx, shards, _) = self.parts();
+        for shard in shards.values_mut() {
+            intake::tick(shard, &ctx, now);
         }
-        for (p, e) in failed {
-            crate::metrics::EngineFailed {
-                partition: p,
-                topic: "timers",
-                offset: -1,
-                error: &e,
-            }
-            .emit();
-            self.rebuild_shard(p)?;
-        }
-        Ok(())
     }
 
     /// Every configured stage's queue depths and running counts, summed

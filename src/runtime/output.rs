@@ -22,6 +22,35 @@ pub struct OutRecord {
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
+/// Room librdkafka counts per record besides key, value and headers (the
+/// v2 record batch header and the record's varints), rounded up.
+const RECORD_OVERHEAD: usize = 128;
+/// Room per header besides its key and value (varints), rounded up.
+const HEADER_OVERHEAD: usize = 12;
+
+impl OutRecord {
+    /// The size librdkafka compares with `message.max.bytes` (an upper
+    /// bound): a larger record is refused before it is sent.
+    pub fn size(&self) -> usize {
+        Self::wire_size(
+            self.key.len(),
+            self.payload.as_ref().map_or(0, Vec::len),
+            &self.headers,
+        )
+    }
+
+    /// [`Self::size`] of a record with these parts.
+    pub fn wire_size(key: usize, payload: usize, headers: &[(String, Vec<u8>)]) -> usize {
+        RECORD_OVERHEAD
+            + key
+            + payload
+            + headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + HEADER_OVERHEAD)
+                .sum::<usize>()
+    }
+}
+
 /// Encodes the actions of shard `partition` at `now`.
 pub fn encode(
     actions: &[Action],
@@ -103,35 +132,5 @@ pub fn encode(
                 }
             }
         });
-    }
-}
-
-/// A dead letter: the undecodable record as it came, with the reason and
-/// its coordinates in headers.
-pub fn dead_letter(
-    settings: &KafkaSettings,
-    source: (&str, i32, i64),
-    key: Option<&[u8]>,
-    payload: Option<&[u8]>,
-    reason: &str,
-) -> OutRecord {
-    let (topic, partition, offset) = source;
-    OutRecord {
-        topic: settings.topics.dead.clone(),
-        partition: None,
-        key: key.unwrap_or_default().to_vec(),
-        payload: payload.map(<[u8]>::to_vec),
-        headers: vec![
-            ("reactor.reason".into(), reason.as_bytes().to_vec()),
-            ("reactor.source.topic".into(), topic.as_bytes().to_vec()),
-            (
-                "reactor.source.partition".into(),
-                partition.to_string().into_bytes(),
-            ),
-            (
-                "reactor.source.offset".into(),
-                offset.to_string().into_bytes(),
-            ),
-        ],
     }
 }

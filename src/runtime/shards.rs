@@ -2,13 +2,16 @@
 //! before its inputs are processed, and dropped (with its uncommitted work)
 //! when the partition is revoked.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::Message;
 
 use super::context::Ownership;
-use super::{output, Error, Runtime, Shard, RESTORE_TIMEOUT};
+use super::health::Phase;
+use super::intake::Shard;
+use super::{Error, Runtime, RESTORE_TIMEOUT};
 use crate::codec;
 use crate::engine::Engine;
 use crate::kafka::{partition_for, restore};
@@ -24,6 +27,7 @@ impl Runtime {
                         self.shards.remove(&p);
                         self.offsets.retain(|(_, q), _| *q != p);
                     }
+                    self.options.readiness.revoked(&partitions);
                     metrics::Rebalance {
                         kind: metrics::RebalanceKind::Revoked,
                         partitions: &partitions,
@@ -34,16 +38,14 @@ impl Runtime {
                 Ownership::Assigned(partitions) => {
                     for &p in &partitions {
                         if !self.shards.contains_key(&p) {
+                            self.options.readiness.restoring(p);
                             self.restore_shard(p)?;
+                            self.options.readiness.restored(p);
                         }
-                        if let (Some(shard), Some(dead)) =
-                            (self.shards.get_mut(&p), self.deferred_dead.remove(&p))
-                        {
-                            shard.pending.extend(dead);
-                        }
+                        self.report_waiting(p);
                     }
                     // Ready: in the group, with every owned shard restored.
-                    metrics::set_ready(&self.options.ready, true);
+                    self.options.readiness.set_phase(Phase::Serving);
                     metrics::Rebalance {
                         kind: metrics::RebalanceKind::Assigned,
                         partitions: &partitions,
@@ -57,51 +59,87 @@ impl Runtime {
     }
 
     /// Rebuilds shard `p` from `reactor.changelog` partition `p`, feeds it
-    /// the CTL table and starts it (which fires whatever is due).
+    /// the CTL table and starts it (which fires whatever is due). The
+    /// runtime's own records (CTL dead-letter marks) are taken out before
+    /// the engine's are handed to [`Engine::restore`].
     fn restore_shard(&mut self, p: i32) -> Result<(), Error> {
-        self.restore_shard_with(p, Vec::new(), Vec::new())
+        self.restore_shard_with(p, None)
     }
 
-    /// Rebuilds shard `p` as it stands in this batch: the committed
+    /// Rebuilds every shard whose engine broke an invariant in this batch.
+    pub(super) fn rebuild_broken(&mut self) -> Result<(), Error> {
+        let broken: Vec<i32> = self
+            .shards
+            .iter()
+            .filter(|(_, s)| s.is_broken())
+            .map(|(&p, _)| p)
+            .collect();
+        for p in broken {
+            self.rebuild_shard(p)?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds shard `p` as it stands in this batch — the committed
     /// changelog and the changelog records the batch has not committed yet
-    /// (after a step broke an invariant, its half-done state is dropped this
-    /// way). The batch's other pending records are kept.
+    /// — after a step broke an invariant: the half-done step is dropped,
+    /// every earlier decision of the batch is kept.
     pub(super) fn rebuild_shard(&mut self, p: i32) -> Result<(), Error> {
-        let Some(shard) = self.shards.remove(&p) else {
+        let Some(old) = self.shards.remove(&p) else {
             return Ok(());
         };
-        let changelog = &self.options.config.kafka.topics.changelog;
-        let batch: Vec<_> = shard
-            .pending
-            .iter()
-            .filter(|r| r.topic == *changelog)
-            .filter_map(|r| codec::decode_changelog(&r.key, r.payload.as_deref()).ok())
-            .collect();
-        self.restore_shard_with(p, batch, shard.pending)
+        self.restore_shard_with(p, Some(old))
     }
 
-    fn restore_shard_with(
-        &mut self,
-        p: i32,
-        batch: Vec<crate::changelog::ChangelogRecord>,
-        mut pending: Vec<output::OutRecord>,
-    ) -> Result<(), Error> {
+    /// [`Runtime::restore_shard`], carrying over a replaced shard's
+    /// uncommitted records (its changelog records are restored too).
+    fn restore_shard_with(&mut self, p: i32, old: Option<Shard>) -> Result<(), Error> {
         let started = Instant::now();
-        let settings = &self.options.config.kafka;
-        let topic = settings.topics.changelog.clone();
+        let topic = self.options.config.kafka.topics.changelog.clone();
         let mut records = Vec::new();
-        let n = restore::read_to_end(&self.options.clients, &topic, p, RESTORE_TIMEOUT, |m| {
-            match codec::decode_changelog(m.key().unwrap_or_default(), m.payload()) {
-                Ok(record) => records.push(record),
+        let mut marks = BTreeMap::new();
+        let stop = self.options.stop.clone();
+        let n = restore::read_to_end(
+            &self.options.clients,
+            &topic,
+            p,
+            RESTORE_TIMEOUT,
+            &|| stop.is_requested(),
+            |m| {
+                let key = m.key().unwrap_or_default();
+                let decoded = match codec::decode_ctl_dead_mark(key, m.payload()) {
+                    Some(mark) => mark.map(|(q, offset)| match offset {
+                        Some(offset) => {
+                            marks.insert(q, offset);
+                        }
+                        None => {
+                            marks.remove(&q);
+                        }
+                    }),
+                    None => codec::decode_changelog(key, m.payload()).map(|r| records.push(r)),
+                };
                 // A record this version cannot read is skipped, loudly: the
                 // rest of the shard is still worth serving.
-                Err(e) => {
-                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record")
+                if let Err(e) = decoded {
+                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record");
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| match (e, self.options.stop.requested()) {
+            (Error::Stopped, Some(super::StopKind::Crash)) => Error::Crashed,
+            (e, _) => e,
+        })?;
+        if let Some(old) = &old {
+            let changelog = &self.options.config.kafka.topics.changelog;
+            for r in old.pending().iter().filter(|r| r.topic == *changelog) {
+                if codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()).is_none() {
+                    if let Ok(record) = codec::decode_changelog(&r.key, r.payload.as_deref()) {
+                        records.push(record);
+                    }
                 }
             }
-            Ok(())
-        })?;
-        records.extend(batch);
+        }
         let partitions = self.options.partitions;
         let mut engine = Engine::restore(
             &self.options.config,
@@ -125,19 +163,13 @@ impl Runtime {
             topic: topic.clone(),
             message: format!("partition {p}: starting the restored shard: {e}"),
         })?;
-        metrics::record_actions(p, &actions);
-        output::encode(&actions, p, settings, now, &mut pending);
-        let stats = engine.stats();
-        let offer_stats = engine.offer_counters();
-        self.shards.insert(
-            p,
-            Shard {
-                engine,
-                pending,
-                stats,
-                offer_stats,
-            },
-        );
+        let mut shard = match old {
+            Some(old) => old.rebuilt(engine),
+            None => Shard::new(p, engine, marks),
+        };
+        let (ctx, shards, _) = self.parts();
+        shard.emit(&ctx, &actions, now);
+        shards.insert(p, shard);
         metrics::ShardRestored {
             partition: p,
             records: n,

@@ -1,33 +1,44 @@
 //! Keeps a runtime going: builds it, runs it on its own thread, and after a
 //! retryable failure (broker unavailable, aborted transaction) builds a new
 //! one after a backoff, readiness false meanwhile. Nothing is lost: a new
-//! runtime resumes from the committed offsets and changelog.
+//! runtime resumes from the committed offsets and changelog. Beside it, a
+//! probe thread watches whether the brokers answer ([`super::health`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::backoff::Backoff;
+use super::health::{self, Phase};
+use super::stop::{Stop, StopKind};
 use super::{Options, Runtime};
 use crate::kafka::Error;
 
+/// Stack of the runtime thread. The engine evaluates CEL expressions,
+/// which recurse per level of their tree: within the limits of
+/// [`crate::stage::expr`] that takes well under 1 MiB in a release build and
+/// a few MiB in a debug one; the rest is margin.
+pub const RUNTIME_STACK: usize = 32 * 1024 * 1024;
+
+/// A run that lasted this long starts the backoff over.
+const STABLE: Duration = Duration::from_secs(60);
+
 /// A running instance.
 pub struct Handle {
-    shutdown: Arc<AtomicBool>,
-    crash: Arc<AtomicBool>,
+    stop: Stop,
     thread: JoinHandle<Result<(), Error>>,
+    probe: Option<JoinHandle<()>>,
 }
 
 impl Handle {
     /// Asks for a graceful stop (last commit, leave the group) and waits.
     pub fn stop(self) -> Result<(), Error> {
-        self.shutdown.store(true, Ordering::Relaxed);
+        self.stop.request(StopKind::Shutdown);
         self.join()
     }
 
     /// Stops at once without committing, as if the process were killed.
     pub fn crash(self) {
-        self.crash.store(true, Ordering::Relaxed);
+        self.stop.request(StopKind::Crash);
         let _ = self.join();
     }
 
@@ -36,57 +47,77 @@ impl Handle {
         self.thread.is_finished()
     }
 
-    /// Waits for the runtime thread.
+    /// Waits for the runtime thread (and the probe, which the runtime's end
+    /// stops).
     pub fn join(self) -> Result<(), Error> {
-        self.thread.join().unwrap_or_else(|_| Err(Error::Crashed))
+        let result = self.thread.join().unwrap_or(Err(Error::Crashed));
+        self.stop.request(StopKind::Shutdown);
+        if let Some(probe) = self.probe {
+            let _ = probe.join();
+        }
+        result
     }
 }
 
-/// Starts the runtime on a thread of its own, restarting it after retryable failures.
-pub fn spawn(options: Options) -> Handle {
-    let shutdown = Arc::clone(&options.shutdown);
-    let crash = Arc::clone(&options.crash);
+/// Starts the runtime on a thread of its own, restarting it after
+/// retryable failures, and the broker probe.
+pub fn spawn(options: Options) -> std::io::Result<Handle> {
+    let stop = options.stop.clone();
+    let probe = health::spawn_probe(
+        options.clients.clone(),
+        options.config.kafka.topics.results.clone(),
+        std::sync::Arc::clone(&options.readiness),
+        stop.clone(),
+    )?;
     let thread = std::thread::Builder::new()
         .name("reactor-runtime".into())
-        .spawn(move || supervise(options))
-        .expect("spawning the runtime thread");
-    Handle {
-        shutdown,
-        crash,
-        thread,
+        .stack_size(RUNTIME_STACK)
+        .spawn(move || supervise(options));
+    match thread {
+        Ok(thread) => Ok(Handle {
+            stop,
+            thread,
+            probe: Some(probe),
+        }),
+        Err(e) => {
+            stop.request(StopKind::Shutdown);
+            let _ = probe.join();
+            Err(e)
+        }
     }
 }
 
 fn supervise(options: Options) -> Result<(), Error> {
-    const FIRST: Duration = Duration::from_millis(200);
-    const MAX: Duration = Duration::from_secs(10);
-    let mut backoff = FIRST;
+    let mut backoff = Backoff::default();
     loop {
         let started = Instant::now();
         let result = Runtime::start(options.clone()).and_then(Runtime::run);
-        options.ready.store(false, Ordering::Relaxed);
+        let result = match (result, options.stop.requested()) {
+            // A stop asked during start or restore is no failure.
+            (Err(Error::Stopped), Some(StopKind::Shutdown)) => Ok(()),
+            (result, _) => result,
+        };
         match result {
-            Ok(()) => return Ok(()),
-            Err(e) if e.is_retryable() && !options.shutdown.load(Ordering::Relaxed) => {
-                if started.elapsed() > MAX * 6 {
-                    backoff = FIRST;
-                }
-                crate::metrics::BrokerUnavailable { error: &e }.emit();
-                tracing::warn!(error = %e, retry_in = ?backoff, "runtime failed; starting over from the committed state");
-                sleep_unless(&options, backoff);
-                backoff = (backoff * 2).min(MAX);
+            Ok(()) => {
+                options.readiness.set_phase(Phase::Stopped);
+                return Ok(());
             }
-            Err(e) => return Err(e),
+            Err(e) if e.is_retryable() && !options.stop.is_requested() => {
+                options
+                    .readiness
+                    .set_phase(Phase::Restarting(e.to_string()));
+                if started.elapsed() > STABLE {
+                    backoff.reset();
+                }
+                let retry_in = backoff.next_delay();
+                crate::metrics::BrokerUnavailable { error: &e }.emit();
+                tracing::warn!(error = %e, ?retry_in, "runtime failed; starting over from the committed state");
+                options.stop.wait(retry_in);
+            }
+            Err(e) => {
+                options.readiness.set_phase(Phase::Stopped);
+                return Err(e);
+            }
         }
-    }
-}
-
-fn sleep_unless(options: &Options, d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        if options.shutdown.load(Ordering::Relaxed) || options.crash.load(Ordering::Relaxed) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -21,6 +21,24 @@ use crate::offer::Body;
 /// The variables a stage expression may use.
 pub const VARIABLES: [&str; 4] = ["offer", "meta", "state", "now"];
 
+/// Longest expression text. The CEL parser and evaluator recurse once per
+/// level of the expression tree, so an expression's size is bounded before
+/// it is parsed: in configuration (exit 2) and in commands (rejected) alike.
+pub const MAX_BYTES: usize = 4096;
+
+/// Deepest nesting of brackets (`(`, `[`, `{`, calls included).
+pub const MAX_NESTING: usize = 32;
+
+/// Most operators (`+`, `&&`, `.`, `[`, `!`, `?`, `in` …): bounds the depth
+/// of the tree that chains of them build (`1+1+…`, `a.b.c…`).
+pub const MAX_OPERATORS: usize = 128;
+
+/// Stack of the thread an expression is compiled on. Compiling only
+/// happens at load and for rescan commands, and with the limits above the
+/// parse needs a few MiB in a debug build (far less in release): a thread
+/// of its own keeps that off the caller's stack whatever its size.
+const COMPILE_STACK: usize = 64 * 1024 * 1024;
+
 /// Why an expression could not be compiled or evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -41,6 +59,17 @@ pub enum Error {
         column: usize,
         /// The variables the expression may use.
         allowed: &'static [&'static str],
+    },
+    /// The expression is over one of the limits ([`MAX_BYTES`],
+    /// [`MAX_NESTING`], [`MAX_OPERATORS`]); it was not parsed.
+    #[error("expression too large: {got} {what}, over the limit of {limit}")]
+    TooLarge {
+        /// What was counted (`bytes`, `levels of brackets`, `operators`).
+        what: &'static str,
+        /// How many.
+        got: usize,
+        /// The limit.
+        limit: usize,
     },
     /// Evaluation failed (a missing field, a type mismatch …).
     #[error("{0}")]
@@ -94,15 +123,18 @@ impl Expr {
         Expr::compile_for(text, &VARIABLES)
     }
 
-    /// Compiles `text` for a context that binds `variables`, refusing syntax
-    /// errors and any other variable.
+    /// Compiles `text` for a context that binds `variables`, refusing
+    /// expressions over the size limits, syntax errors and any other variable.
     pub fn compile_for(text: &str, variables: &'static [&'static str]) -> Result<Expr, Error> {
-        let program = env().compile(text).map_err(|e| {
-            let first = e.errors.first();
-            Error::Syntax {
-                column: first.map_or(1, |p| usize::try_from(p.pos.1).unwrap_or(1).max(1)),
-                message: first.map_or_else(|| e.to_string(), |p| p.msg.clone()),
-            }
+        check_size(text)?;
+        let program = on_compile_stack(|| {
+            env().compile(text).map_err(|e| {
+                let first = e.errors.first();
+                Error::Syntax {
+                    column: first.map_or(1, |p| usize::try_from(p.pos.1).unwrap_or(1).max(1)),
+                    message: first.map_or_else(|| e.to_string(), |p| p.msg.clone()),
+                }
+            })
         })?;
         let mut first: Option<(&str, u32)> = None;
         unknown_variables(
@@ -368,6 +400,129 @@ fn from_cel(value: Value) -> Result<serde_json::Value, Error> {
     })
 }
 
+/// Refuses `text` over [`MAX_BYTES`], [`MAX_NESTING`] or [`MAX_OPERATORS`],
+/// counted by a flat scan (strings and comments skipped), before any
+/// recursive parser sees it.
+pub fn check_size(text: &str) -> Result<(), Error> {
+    let too_large = |what, got, limit| Err(Error::TooLarge { what, got, limit });
+    if text.len() > MAX_BYTES {
+        return too_large("bytes", text.len(), MAX_BYTES);
+    }
+    let b = text.as_bytes();
+    let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
+    let at = |i: usize| b.get(i).copied().unwrap_or_default();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let next = b.get(i + 1).copied();
+        i += 1;
+        match c {
+            b'\'' | b'"' => i = skip_string(b, i - 1),
+            b'/' if next == Some(b'/') => {
+                while i < b.len() && at(i) != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                // An index or a call on a target is also a link of a chain.
+                operators += usize::from(c == b'[');
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'=' | b'!' | b'<' | b'>' | b'&' | b'|' => {
+                operators += 1;
+                // Two-character operators (`==`, `!=`, `<=`, `>=`, `&&`, `||`) count once.
+                let pair = matches!(
+                    (c, next),
+                    (b'=' | b'!' | b'<' | b'>', Some(b'='))
+                        | (b'&', Some(b'&'))
+                        | (b'|', Some(b'|'))
+                );
+                i += usize::from(pair);
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'?' | b'.' => operators += 1,
+            c if c.is_ascii_alphanumeric() || c == b'_' => {
+                let start = i - 1;
+                while i < b.len() && (at(i).is_ascii_alphanumeric() || at(i) == b'_') {
+                    i += 1;
+                }
+                if b.get(start..i) == Some(&b"in"[..]) {
+                    operators += 1;
+                } else if c.is_ascii_digit() && b.get(i) == Some(&b'.') {
+                    // The point of a number (`1.5`) is not member access.
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    if deepest > MAX_NESTING {
+        return too_large("levels of brackets", deepest, MAX_NESTING);
+    }
+    if operators > MAX_OPERATORS {
+        return too_large("operators", operators, MAX_OPERATORS);
+    }
+    Ok(())
+}
+
+/// The index after the string literal whose opening quote is at `start`
+/// (or the end of `b` when it is not closed): `'…'`, `"…"`, their
+/// triple-quoted forms, and raw strings (`r'…'`: no escapes).
+fn skip_string(b: &[u8], start: usize) -> usize {
+    let at = |i: usize| b.get(i).copied().unwrap_or_default();
+    let quote = at(start);
+    // A raw string is prefixed with r or R (possibly next to b or B).
+    let prefix = b.get(..start).unwrap_or_default();
+    let letters = prefix
+        .iter()
+        .rev()
+        .take_while(|c| matches!(c, b'r' | b'R' | b'b' | b'B'))
+        .count()
+        .min(2);
+    let before = prefix.len() - letters;
+    let standalone = before == 0
+        || !(at(before - 1).is_ascii_alphanumeric() || at(before - 1) == b'_');
+    let raw = standalone
+        && prefix
+            .get(before..)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| matches!(c, b'r' | b'R'));
+    let triple = b.get(start..start + 3) == Some(&[quote, quote, quote][..]);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < b.len() {
+        if at(i) == b'\\' && !raw {
+            i += 2;
+            continue;
+        }
+        if at(i) == quote {
+            if !triple {
+                return i + 1;
+            }
+            if b.get(i..i + 3) == Some(&[quote, quote, quote][..]) {
+                return i + 3;
+            }
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// Runs `compile` on a thread with [`COMPILE_STACK`] (see there).
+fn on_compile_stack<T: Send>(
+    compile: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<T, Error> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(scope, compile)
+            .map_err(|e| Error::Eval(format!("cannot start a thread to compile on: {e}")))?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// One offer version converted for CEL once, then shared by every
 /// expression evaluated on it.
 pub struct Scope {
@@ -574,5 +729,84 @@ mod tests {
             Expr::compile_for("record.", ON),
             Err(Error::Syntax { .. })
         ));
+    }
+
+    #[test]
+    fn oversized_expressions_are_refused_before_parsing() {
+        let chain = |op: &str, n: usize| format!("1{}", op.repeat(n));
+        let too_large = |text: &str| match Expr::compile(text) {
+            Err(Error::TooLarge { what, got, limit }) => (what, got, limit),
+            other => panic!("{other:?}"),
+        };
+        // The issue's command: 3,000 terms stopped every instance.
+        assert_eq!(too_large(&chain("+1", 2999)).0, "bytes");
+        assert_eq!(too_large(&chain("+1", 1000)), ("operators", 1000, 128));
+        assert_eq!(
+            too_large(&format!("offer{}", ".a".repeat(200))),
+            ("operators", 200, 128)
+        );
+        assert_eq!(
+            too_large(&format!("offer{}", "['a']".repeat(200))),
+            ("operators", 200, 128)
+        );
+        assert_eq!(
+            too_large(&format!("{}1{}", "(".repeat(40), ")".repeat(40))),
+            ("levels of brackets", 40, 32)
+        );
+        assert_eq!(
+            too_large(&format!("{}1{}", "[".repeat(33), "]".repeat(33))).0,
+            "levels of brackets"
+        );
+        assert_eq!(too_large(&"!".repeat(200)).0, "operators");
+        assert_eq!(
+            Expr::compile(&chain("+1", 1000)).unwrap_err().to_string(),
+            "expression too large: 1000 operators, over the limit of 128"
+        );
+    }
+
+    #[test]
+    fn operators_are_counted_as_written() {
+        let count = |text: &str| {
+            check_size(text).unwrap();
+            let over = format!("{text}\n{}", " + 1".repeat(MAX_OPERATORS + 1));
+            match check_size(&over) {
+                Err(Error::TooLarge { got, .. }) => got - MAX_OPERATORS - 1,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(count("a == b && c != d || e <= f && g >= h"), 7);
+        assert_eq!(count("!!a"), 2);
+        assert_eq!(count("offer.price * 1.5 > 10.25"), 3);
+        assert_eq!(count(r#"'a+b.c' + "d==e" + '''f'g''' // h+i"#), 2);
+        assert_eq!(count(r"r'\' + 'x\'+' + b'y'"), 2);
+        assert_eq!(count("x in [1, 2] ? y[0] : z"), 4);
+        assert_eq!(count("input"), 0);
+    }
+
+    #[test]
+    fn the_largest_expressions_compile_and_evaluate() {
+        let s = scope(json!({"a": 1}));
+        let longest = format!("1{} == 1", "+1".repeat(MAX_OPERATORS - 1));
+        let deepest = format!(
+            "{}1{} == 1",
+            "(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        for (text, expected) in [(longest, false), (deepest, true)] {
+            let e = Expr::compile(&text).unwrap();
+            // Evaluated on a stack like the runtime thread's: in a debug
+            // build a chain of 128 operators needs more than a test thread's
+            // 2 MiB.
+            let s = &s;
+            let result = std::thread::scope(|scope| {
+                std::thread::Builder::new()
+                    .stack_size(crate::runtime::supervisor::RUNTIME_STACK)
+                    .spawn_scoped(scope, || e.eval_bool(s, None))
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(result, Ok(expected), "{text}");
+        }
     }
 }

@@ -18,12 +18,26 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// Longest trigger text. The grammar itself bounds nesting (three levels
+/// of `all`/`any`), so the parser's recursion is bounded; this bounds the
+/// rest (tokens, leaves, parameters of one task).
+pub const MAX_BYTES: usize = 16 * 1024;
+
 const FUNCTIONS: &str =
     "delta, delay, ref_delay, chunk_delta, chunk_delay, chunk_ref_delay, all, any";
 
 /// Parses trigger DSL text such as
 /// `all(chunk_delta(dwh.orders/max_dt, day), delay(dwh.users/updated_at, 2h))`.
 pub fn parse(src: &str) -> Result<Trigger<ParamName>, ParseError> {
+    if src.len() > MAX_BYTES {
+        return Err(ParseError {
+            column: 1,
+            message: format!(
+                "trigger too large: {} bytes, over the limit of {MAX_BYTES}",
+                src.len()
+            ),
+        });
+    }
     let mut parser = Parser {
         tokens: lex(src)?,
         pos: 0,
@@ -618,6 +632,28 @@ mod tests {
             25,
             "nesting too deep: `all` inside `any` inside `all`",
         );
+    }
+
+    #[test]
+    fn size_is_limited() {
+        let leaf = "delta(a/b, 1h), ";
+        let many = format!("any({}delta(a/b, 1h))", leaf.repeat(MAX_BYTES / leaf.len()));
+        assert_eq!(
+            err(&many),
+            (
+                1,
+                format!(
+                    "trigger too large: {} bytes, over the limit of {MAX_BYTES}",
+                    many.len()
+                )
+            )
+        );
+        let fits = format!(
+            "any({}delta(a/b, 1h))",
+            leaf.repeat(MAX_BYTES / leaf.len() - 2)
+        );
+        assert!(fits.len() <= MAX_BYTES);
+        assert!(parse(&fits).is_ok());
     }
 
     #[test]

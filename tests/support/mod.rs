@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use reactor::clock::SystemClock;
 use reactor::config::Config;
 use reactor::kafka::Clients;
+use reactor::runtime::health::Readiness;
+use reactor::runtime::stop::Stop;
 use reactor::runtime::{supervisor, Options};
 
 /// One daily task in a limited pool: the task most Kafka tests drive.
@@ -47,37 +49,45 @@ pub struct TestKafka {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// A prefix making topic and group names unique to one test; also sets up
+/// logging, which shows in a failing test's output (RUST_LOG filters it).
+fn prefix(test: &str) -> String {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+    format!(
+        "{test}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 impl TestKafka {
     /// The mock cluster (3 brokers), or `REACTOR_TEST_BROKERS` when set.
     pub fn new(test: &str) -> TestKafka {
-        // Logs show in a failing test's output (RUST_LOG filters them).
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .with_test_writer()
-            .try_init();
-        let prefix = format!(
-            "{test}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
         match std::env::var("REACTOR_TEST_BROKERS") {
-            Ok(brokers) if !brokers.is_empty() => TestKafka {
-                mock: None,
-                brokers,
-                prefix,
-            },
+            Ok(brokers) if !brokers.is_empty() => TestKafka::on(&brokers, test),
             _ => {
                 let mock = MockCluster::new(3).expect("mock cluster");
-                let brokers = mock.bootstrap_servers();
                 TestKafka {
+                    brokers: mock.bootstrap_servers(),
                     mock: Some(mock),
-                    brokers,
-                    prefix,
+                    prefix: prefix(test),
                 }
             }
+        }
+    }
+
+    /// A Kafka at `brokers` (a real broker a test tier was given).
+    pub fn on(brokers: &str, test: &str) -> TestKafka {
+        TestKafka {
+            mock: None,
+            brokers: brokers.to_string(),
+            prefix: prefix(test),
         }
     }
 
@@ -153,7 +163,7 @@ offer_state = "{p}.offer_state"
 
     /// Starts one Reactor instance.
     pub fn start(&self, config: &Config, instance: &str, partitions: i32) -> Instance {
-        let ready = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new();
         let (queries, rx) = tokio::sync::mpsc::channel(8);
         let options = Options {
             config: Arc::new(config.clone()),
@@ -161,14 +171,13 @@ offer_state = "{p}.offer_state"
             instance_id: instance.to_string(),
             partitions,
             clock: Arc::new(SystemClock),
-            ready: Arc::clone(&ready),
+            readiness: Arc::clone(&readiness),
             queries: Arc::new(Mutex::new(rx)),
-            shutdown: Arc::new(AtomicBool::new(false)),
-            crash: Arc::new(AtomicBool::new(false)),
+            stop: Stop::new(),
         };
         Instance {
-            handle: Some(supervisor::spawn(options)),
-            ready,
+            handle: Some(supervisor::spawn(options).expect("runtime threads")),
+            readiness,
             queries,
         }
     }
@@ -247,7 +256,7 @@ offer_state = "{p}.offer_state"
 pub struct Instance {
     handle: Option<supervisor::Handle>,
     /// Readiness.
-    pub ready: Arc<AtomicBool>,
+    pub readiness: Arc<Readiness>,
     /// Admin queries, answered by the runtime between batches.
     pub queries: tokio::sync::mpsc::Sender<reactor::admin::Query>,
 }
@@ -256,7 +265,7 @@ impl Instance {
     /// Waits until the instance serves.
     pub fn wait_ready(&self, timeout: Duration) {
         let until = Instant::now() + timeout;
-        while !self.ready.load(Ordering::Relaxed) {
+        while !self.readiness.is_ready() {
             assert!(Instant::now() < until, "instance not ready in time");
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -9,18 +9,21 @@
 //! | Route              | Answer                                                     |
 //! |--------------------|------------------------------------------------------------|
 //! | `GET /healthz`     | 200 `ok` while the process serves requests                 |
-//! | `GET /readyz`      | 200 `ready` or 503 `not ready`                             |
+//! | `GET /readyz`      | 200 or 503, JSON [`Report`]: why not, which shards         |
 //! | `GET /metrics`     | Prometheus text exposition                                 |
 //! | `GET /tasks`       | JSON array of [`TaskSummary`]; `?state=running&pool=etl`   |
 //! | `GET /tasks/{id}`  | JSON [`TaskView`], 404 when another instance owns the task |
 //! | `GET /offers/{id}` | JSON [`OfferView`], 404 when this instance does not have it |
 //! | `GET /stages`      | JSON array of [`StageStats`] summed over the owned shards |
 //!
-//! Errors are JSON `{"error": "..."}`.
+//! Errors are JSON `{"error": "..."}`. Connections are bounded in number
+//! and time ([`server`]), so that slow or idle clients cannot keep
+//! `/healthz` and `/metrics` from answering.
+
+pub mod server;
 
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +37,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::{OfferView, StageStats, TaskSummary, TaskView};
+use crate::runtime::health::{Readiness, Report};
 use crate::task::TaskState;
 
 /// Where the admin API listens unless `--admin` says otherwise.
@@ -83,8 +87,8 @@ pub enum Query {
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AdminState {
-    /// Readiness, set by the runtime (see [`crate::metrics::set_ready`]).
-    pub ready: Arc<AtomicBool>,
+    /// Readiness, set by the runtime and its broker probe.
+    pub readiness: Arc<Readiness>,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// Queries to the runtime.
@@ -163,8 +167,9 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin API on `listener` until `shutdown` completes, running
-/// the metrics recorder's upkeep meanwhile.
+/// Serves the admin API on `listener` until `shutdown` completes, with the
+/// default connection limits ([`server::Limits`]), running the metrics
+/// recorder's upkeep meanwhile.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
@@ -179,9 +184,7 @@ pub async fn serve(
             handle.run_upkeep();
         }
     });
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let served = server::serve(listener, router(state), server::Limits::default(), shutdown).await;
     upkeep.abort();
     served
 }
@@ -190,12 +193,14 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
-    if state.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ready")
+async fn readyz(State(state): State<AdminState>) -> (StatusCode, Json<Report>) {
+    let report = state.readiness.report();
+    let status = if report.ready {
+        StatusCode::OK
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(report))
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
@@ -292,6 +297,7 @@ mod tests {
     use super::*;
     use crate::config;
     use crate::engine::Engine;
+    use crate::runtime::health::Phase;
 
     const CONFIG: &str = r#"
 [[pool]]
@@ -404,7 +410,7 @@ max_parallelism = 4
 
     struct Server {
         addr: SocketAddr,
-        ready: Arc<AtomicBool>,
+        readiness: Arc<Readiness>,
         stop: oneshot::Sender<()>,
         served: tokio::task::JoinHandle<io::Result<()>>,
     }
@@ -412,9 +418,9 @@ max_parallelism = 4
     async fn start(queries: mpsc::Sender<Query>) -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let ready = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new();
         let state = AdminState {
-            ready: ready.clone(),
+            readiness: Arc::clone(&readiness),
             metrics: crate::metrics::install().unwrap(),
             queries,
         };
@@ -424,7 +430,7 @@ max_parallelism = 4
         }));
         Server {
             addr,
-            ready,
+            readiness,
             stop,
             served,
         }
@@ -444,15 +450,37 @@ max_parallelism = 4
         assert_eq!((health.status, health.body.as_str()), (200, "ok"));
 
         let not_ready = get(server.addr, "/readyz").await;
+        assert_eq!(not_ready.status, 503);
         assert_eq!(
-            (not_ready.status, not_ready.body.as_str()),
-            (503, "not ready")
+            not_ready.json(),
+            serde_json::json!({"ready": false, "reason": "starting", "shards": [], "not_ready": []})
         );
-        crate::metrics::set_ready(&server.ready, true);
+        let r = &server.readiness;
+        r.restoring(1);
+        r.set_phase(Phase::Serving);
+        r.restored(1);
         let ready = get(server.addr, "/readyz").await;
-        assert_eq!((ready.status, ready.body.as_str()), (200, "ready"));
-        crate::metrics::set_ready(&server.ready, false);
-        assert_eq!(get(server.addr, "/readyz").await.status, 503);
+        assert_eq!(
+            (ready.status, ready.json()),
+            (
+                200,
+                serde_json::json!({"ready": true, "shards": [1], "not_ready": []})
+            )
+        );
+        r.set_brokers(Err("timed out".into()));
+        let down = get(server.addr, "/readyz").await;
+        assert_eq!(
+            (down.status, down.json()),
+            (
+                503,
+                serde_json::json!({
+                    "ready": false,
+                    "reason": "brokers unreachable: timed out",
+                    "shards": [1],
+                    "not_ready": [1],
+                })
+            )
+        );
         server.shutdown().await;
     }
 

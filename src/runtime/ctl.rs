@@ -1,0 +1,268 @@
+//! The global CTL table: every instance reads all of `ctl.changes` (not
+//! through the group) and applies each change to the shards it owns. At
+//! start it reads up to the end offsets the topic has when the read starts,
+//! then serves and keeps applying what comes: a busy topic cannot hold the
+//! start back.
+//!
+//! A CTL record that cannot be decoded is reported once, by the shard
+//! `partition % shards`, with a durable mark ([`Shard::report_ctl_dead`]);
+//! until this instance owns that shard the dead letter waits here
+//! (bounded), and a restart never reports it again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::message::OwnedMessage;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::health::Phase;
+use super::intake::{self, Received};
+use super::{Error, Runtime, CALL_TIMEOUT, MAX_POLL_BATCH, RESTORE_TIMEOUT};
+use crate::metrics;
+
+/// Most bytes of CTL dead letters kept for shards this instance does not own.
+const MAX_DEFERRED_BYTES: usize = 16 * 1024 * 1024;
+/// How often the initial read compares positions with the end offsets.
+const POSITION_EVERY: Duration = Duration::from_millis(100);
+
+/// A CTL dead letter waiting for its shard.
+#[derive(Debug)]
+pub(super) struct Deferred {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    payload: Option<Vec<u8>>,
+    reason: String,
+}
+
+impl Deferred {
+    fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len) + self.payload.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// CTL dead letters waiting, by shard.
+#[derive(Debug, Default)]
+pub(super) struct Waiting {
+    by_shard: BTreeMap<i32, Vec<Deferred>>,
+    bytes: usize,
+}
+
+impl Runtime {
+    /// Reads `ctl.changes` from the beginning up to the end offsets it has
+    /// when the read starts, so the table is complete before any shard is
+    /// served. Honours a stop at any moment.
+    pub(super) fn catch_up_ctl(&mut self) -> Result<(), Error> {
+        self.options.readiness.set_phase(Phase::LoadingCtl);
+        let topic = self.options.config.kafka.topics.ctl.clone();
+        let metadata = self
+            .ctl
+            .fetch_metadata(Some(&topic), CALL_TIMEOUT)
+            .map_err(|e| Error::client(format!("fetching metadata of {topic}"), e))?;
+        let partitions = metadata
+            .topics()
+            .first()
+            .map_or(0, |t| t.partitions().len() as i32);
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
+        }
+        self.ctl
+            .assign(&tpl)
+            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
+        // Where to stop: the end (for a read_committed reader, the last
+        // stable offset) each partition has now.
+        let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
+        for p in 0..partitions {
+            self.stop_requested()?;
+            let (low, high) = self
+                .ctl
+                .fetch_watermarks(&topic, p, CALL_TIMEOUT)
+                .map_err(|e| {
+                    Error::client(format!("reading the end offsets of {topic}[{p}]"), e)
+                })?;
+            if high > low {
+                ends.insert(p, high);
+            }
+        }
+        let deadline = Instant::now() + RESTORE_TIMEOUT;
+        let started = Instant::now();
+        let mut positions_at = Instant::now();
+        let mut records = 0u64;
+        while !ends.is_empty() {
+            self.stop_requested()?;
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: format!("reading {topic} to its end"),
+                    brokers: self.options.clients.brokers.clone(),
+                    seconds: RESTORE_TIMEOUT.as_secs(),
+                });
+            }
+            match self.ctl.poll(POSITION_EVERY) {
+                None => {}
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    ends.remove(&p);
+                }
+                Some(Err(e)) => metrics::BrokerUnavailable { error: &e }.emit(),
+                Some(Ok(m)) => {
+                    let m = m.detach();
+                    records += 1;
+                    if ends
+                        .get(&m.partition())
+                        .is_some_and(|&end| m.offset() + 1 >= end)
+                    {
+                        ends.remove(&m.partition());
+                    }
+                    self.on_ctl(&m);
+                }
+            }
+            // Control records (transaction markers) are never delivered: the
+            // position passes them even when no record reaches the end.
+            if positions_at.elapsed() >= POSITION_EVERY {
+                positions_at = Instant::now();
+                self.drop_reached(&mut ends);
+            }
+        }
+        tracing::info!(
+            topic,
+            partitions,
+            records,
+            parameters = self.table.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "CTL table loaded"
+        );
+        Ok(())
+    }
+
+    /// Removes from `ends` the partitions whose position reached their end.
+    fn drop_reached(&self, ends: &mut BTreeMap<i32, i64>) {
+        let Ok(positions) = self.ctl.position() else {
+            return;
+        };
+        for e in positions.elements() {
+            if let Offset::Offset(at) = e.offset() {
+                if ends.get(&e.partition()).is_some_and(|&end| at >= end) {
+                    ends.remove(&e.partition());
+                }
+            }
+        }
+    }
+
+    /// Applies up to a batch of CTL changes; returns how many came.
+    pub(super) fn poll_ctl(&mut self) -> Result<usize, Error> {
+        let mut n = 0;
+        for _ in 0..MAX_POLL_BATCH {
+            match self.ctl.poll(Duration::ZERO) {
+                None => break,
+                Some(Ok(m)) => {
+                    let m = m.detach();
+                    n += 1;
+                    self.on_ctl(&m);
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => {
+                    metrics::BrokerUnavailable { error: &e }.emit();
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Applies one CTL change to the table and to every owned shard.
+    pub(super) fn on_ctl(&mut self, m: &OwnedMessage) {
+        metrics::record_consumed(m.topic(), 1);
+        if m.payload().is_none() {
+            // A tombstone removes nothing: a parameter's value never disappears.
+            return;
+        }
+        let record = received(m);
+        let change = match intake::decode_ctl(record.key, record.payload) {
+            Ok(change) => change,
+            Err(e) => return self.ctl_dead(&record, e.to_string()),
+        };
+        let id = match self.table.id(&change.entity, &change.param) {
+            Some(id) => id,
+            None => self.table.intern(&crate::ctl::ParamName::new(
+                change.entity.clone(),
+                change.param.clone(),
+            )),
+        };
+        self.table.set(id, change.value);
+        let now = self.now();
+        let (ctx, shards, _) = self.parts();
+        for shard in shards.values_mut() {
+            intake::apply_ctl(shard, &ctx, &change, record.produced_at, now);
+        }
+    }
+
+    /// Reports an undecodable CTL record: the owner of shard
+    /// `partition % shards` does, now or when this instance gets it.
+    fn ctl_dead(&mut self, record: &Received<'_>, reason: String) {
+        let owner = record.partition % self.router.partitions();
+        let (ctx, shards, waiting) = self.parts();
+        if let Some(shard) = shards.get_mut(&owner) {
+            shard.report_ctl_dead(&ctx, record, reason);
+            return;
+        }
+        let deferred = Deferred {
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            key: record.key.map(<[u8]>::to_vec),
+            payload: record.payload.map(<[u8]>::to_vec),
+            reason,
+        };
+        if waiting.bytes + deferred.size() > MAX_DEFERRED_BYTES {
+            metrics::CtlDeadLetterDropped {
+                partition: record.partition,
+                offset: record.offset,
+                reason: &deferred.reason,
+            }
+            .emit();
+            return;
+        }
+        waiting.bytes += deferred.size();
+        waiting.by_shard.entry(owner).or_default().push(deferred);
+    }
+
+    /// Reports the CTL dead letters that waited for shard `p`, now owned
+    /// (those it reported before, by its marks, are not reported again).
+    pub(super) fn report_waiting(&mut self, p: i32) {
+        let (ctx, shards, waiting) = self.parts();
+        let (Some(shard), Some(letters)) = (shards.get_mut(&p), waiting.by_shard.remove(&p)) else {
+            return;
+        };
+        for d in letters {
+            waiting.bytes -= d.size();
+            let record = Received {
+                topic: &d.topic,
+                partition: d.partition,
+                offset: d.offset,
+                key: d.key.as_deref(),
+                payload: d.payload.as_deref(),
+                produced_at: None,
+            };
+            shard.report_ctl_dead(&ctx, &record, d.reason);
+        }
+    }
+}
+
+/// A consumed message as the intake sees it.
+pub(super) fn received(m: &OwnedMessage) -> Received<'_> {
+    Received {
+        topic: m.topic(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key(),
+        payload: m.payload(),
+        produced_at: m
+            .timestamp()
+            .to_millis()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()),
+    }
+}

@@ -1,0 +1,477 @@
+//! One consumed record through the shard that owns it: decode and validate
+//! it, route it (a record that reached the wrong partition is forwarded),
+//! bound what it may make the outputs carry, apply it, encode the outputs.
+//! A record refused at any step is dead-lettered with its coordinates and
+//! the reason, through one path ([`Shard::reject`]), and processing goes
+//! on: no single record can stop, stall or crash-loop a shard.
+//!
+//! The runtime calls [`take`] for every group input, [`apply_ctl`] (or
+//! [`Shard::report_ctl_dead`]) for every CTL record and [`tick`] for
+//! timers; the poison-input tests call them the same way, with no Kafka
+//! around.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::dead::{self, DeadNote, Source};
+use super::output::{self, OutRecord};
+use crate::action::Action;
+use crate::codec::{self, limits, CtlRecord, DecodeError};
+use crate::config::KafkaSettings;
+use crate::engine::{parse_stage_run_id, Engine, Input, OfferCounters, Stats, Update};
+use crate::metrics;
+use crate::offer::{Change, OfferChange};
+use crate::router::Route;
+
+/// What an input topic carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `ctl.changes`: CTL changes, applied to every shard.
+    Ctl,
+    /// `offer.changes`: offer changes.
+    Offers,
+    /// `reactor.results`: workers' results.
+    Results,
+    /// `reactor.commands`: operator commands.
+    Commands,
+}
+
+/// A consumed record.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its key.
+    pub key: Option<&'a [u8]>,
+    /// Its value (`None`: a tombstone).
+    pub payload: Option<&'a [u8]>,
+    /// When it was produced, for latency metrics.
+    pub produced_at: Option<Timestamp>,
+}
+
+impl Received<'_> {
+    fn source(&self) -> Source<'_> {
+        Source {
+            topic: self.topic,
+            partition: self.partition,
+            offset: self.offset,
+        }
+    }
+}
+
+/// What became of a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The shard applied it.
+    Applied,
+    /// It reached the wrong partition and was forwarded to its owner's.
+    Forwarded {
+        /// The owning partition.
+        to: i32,
+    },
+    /// It was refused and dead-lettered.
+    Rejected {
+        /// Why.
+        reason: String,
+    },
+}
+
+pub use crate::router::Router;
+
+/// What the shards of one runtime share.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Topics and formats.
+    pub settings: &'a KafkaSettings,
+    /// The producer's `message.max.bytes`.
+    pub max_record_bytes: usize,
+    /// Who owns what.
+    pub router: &'a Router,
+}
+
+/// One owned partition: its engine and what it decided since the last commit.
+pub struct Shard {
+    partition: i32,
+    /// The engine broke an invariant in this batch (a bug): its state may
+    /// hold part of a step, so the runtime rebuilds it from the changelog.
+    pub(super) broken: bool,
+    pub(super) engine: Engine,
+    pub(super) pending: Vec<OutRecord>,
+    /// Dead letters among `pending`, logged and counted at commit.
+    pub(super) dead: Vec<DeadNote>,
+    /// Per CTL partition, the highest offset this shard reported as a dead
+    /// letter (durable: see [`codec::encode_ctl_dead_mark`]).
+    ctl_marks: BTreeMap<i32, i64>,
+    /// Engine counters already exported.
+    pub(super) stats: Stats,
+    /// Offer counters already exported.
+    pub(super) offer_stats: OfferCounters,
+}
+
+impl Shard {
+    /// Shard `partition` over `engine`, with the CTL dead-letter marks read
+    /// from its changelog.
+    pub fn new(partition: i32, engine: Engine, ctl_marks: BTreeMap<i32, i64>) -> Shard {
+        let stats = engine.stats();
+        let offer_stats = engine.offer_counters();
+        Shard {
+            partition,
+            broken: false,
+            engine,
+            pending: Vec::new(),
+            dead: Vec::new(),
+            ctl_marks,
+            stats,
+            offer_stats,
+        }
+    }
+
+    /// The shard's engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Records decided since the last commit.
+    pub fn pending(&self) -> &[OutRecord] {
+        &self.pending
+    }
+
+    /// Dead letters decided since the last commit.
+    pub fn dead_letters(&self) -> &[DeadNote] {
+        &self.dead
+    }
+
+    /// The same shard over a rebuilt `engine`: the batch's records and
+    /// dead-letter marks carry over.
+    pub(super) fn rebuilt(self, engine: Engine) -> Shard {
+        Shard {
+            engine,
+            broken: false,
+            ..self
+        }
+    }
+
+    /// Whether the engine broke an invariant since it was built.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The engine broke an invariant on `what` (a bug): reported, and the
+    /// shard is marked for a rebuild from its changelog.
+    fn broke(&mut self, topic: &str, offset: i64, error: &crate::engine::Error) {
+        metrics::EngineFailed {
+            partition: self.partition,
+            topic,
+            offset,
+            error,
+        }
+        .emit();
+        self.broken = true;
+    }
+
+    /// Forgets what was decided (after a commit).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.dead.clear();
+    }
+
+    /// Encodes `actions` decided at `now` into the pending records.
+    pub fn emit(&mut self, ctx: &Context<'_>, actions: &[Action], now: Timestamp) {
+        metrics::record_actions(self.partition, actions);
+        let mut records = Vec::with_capacity(actions.len());
+        output::encode(actions, self.partition, ctx.settings, now, &mut records);
+        for record in records {
+            self.push(ctx, record);
+        }
+    }
+
+    /// Adds `record` to the pending records. One the producer would refuse
+    /// (larger than `message.max.bytes`) would abort every transaction that
+    /// carries it: it goes to the dead-letter topic instead, cut. The input
+    /// limits ([`codec::limits`]) keep this from happening.
+    fn push(&mut self, ctx: &Context<'_>, record: OutRecord) {
+        let size = record.size();
+        if size <= ctx.max_record_bytes {
+            self.pending.push(record);
+            return;
+        }
+        metrics::OutputOversize {
+            topic: &record.topic,
+            size,
+            limit: ctx.max_record_bytes,
+        }
+        .emit();
+        let reason = format!(
+            "an output of {size} bytes to {} is over message.max.bytes = {}",
+            record.topic, ctx.max_record_bytes
+        );
+        let source = Source {
+            topic: &record.topic,
+            partition: record.partition.unwrap_or(-1),
+            offset: -1,
+        };
+        let (letter, note) = dead::letter(
+            &ctx.settings.topics.dead,
+            ctx.max_record_bytes,
+            source,
+            Some(&record.key),
+            record.payload.as_deref(),
+            &reason,
+        );
+        self.pending.push(letter);
+        self.dead.push(note);
+    }
+
+    /// Refuses `record` for `reason`: its dead letter joins the pending
+    /// records. The one path for decode failures, validation failures and
+    /// engine rejections alike.
+    pub fn reject(&mut self, ctx: &Context<'_>, record: &Received<'_>, reason: String) -> Outcome {
+        let (letter, note) = dead::letter(
+            &ctx.settings.topics.dead,
+            ctx.max_record_bytes,
+            record.source(),
+            record.key,
+            record.payload,
+            &reason,
+        );
+        self.pending.push(letter);
+        self.dead.push(note);
+        Outcome::Rejected { reason }
+    }
+
+    /// Reports CTL `record` as a dead letter for `reason`, unless this shard
+    /// reported it before (its offset is at or below the partition's mark).
+    /// The new mark goes to the changelog with the dead letter. Returns
+    /// whether it was reported.
+    pub fn report_ctl_dead(
+        &mut self,
+        ctx: &Context<'_>,
+        record: &Received<'_>,
+        reason: String,
+    ) -> bool {
+        let ctl_partition = record.partition;
+        if self
+            .ctl_marks
+            .get(&ctl_partition)
+            .is_some_and(|&mark| record.offset <= mark)
+        {
+            return false;
+        }
+        self.reject(ctx, record, reason);
+        self.ctl_marks.insert(ctl_partition, record.offset);
+        let (key, value) = codec::encode_ctl_dead_mark(ctl_partition, record.offset);
+        self.pending.push(OutRecord {
+            topic: ctx.settings.topics.changelog.clone(),
+            partition: Some(self.partition),
+            key,
+            payload: Some(value),
+            headers: Vec::new(),
+        });
+        true
+    }
+}
+
+/// Decodes and validates a record of `role`: the input, or why not.
+pub fn decode(
+    role: Role,
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
+) -> Result<Input, DecodeError> {
+    limits::check_record(key, payload)?;
+    let value = payload.unwrap_or_default();
+    match role {
+        Role::Ctl => codec::decode_ctl_change(value).map(CtlRecord::into),
+        Role::Offers => codec::decode_offer_change(key, payload).map(Input::Offer),
+        Role::Results => codec::decode_run_result(value).map(Input::Result),
+        Role::Commands => codec::decode_command(value).map(Input::Command),
+    }
+}
+
+/// [`decode`] of a CTL record, as the record the table and every shard take.
+pub fn decode_ctl(key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<CtlRecord, DecodeError> {
+    limits::check_record(key, payload)?;
+    codec::decode_ctl_change(payload.unwrap_or_default())
+}
+
+/// Takes one group record of `role` into `shard` (the shard of the
+/// partition it arrived on) at `now`.
+pub fn take(
+    shard: &mut Shard,
+    ctx: &Context<'_>,
+    role: Role,
+    record: &Received<'_>,
+    now: Timestamp,
+) -> Outcome {
+    let input = match decode(role, record.key, record.payload) {
+        Ok(input) => input,
+        Err(e) => return shard.reject(ctx, record, e.to_string()),
+    };
+    match ctx.router.route(&input, record.partition) {
+        Route::To(owner) if owner == record.partition => {}
+        Route::To(owner) => {
+            forward(
+                shard,
+                ctx,
+                record,
+                owner,
+                record.payload.map(<[u8]>::to_vec),
+            );
+            return Outcome::Forwarded { to: owner };
+        }
+        Route::Split(parts) => {
+            // A launch for keys of several partitions: each part to its
+            // owner, this shard's own part applied here, all in this
+            // shard's transaction.
+            let mut local = None;
+            let mut to = record.partition;
+            for (owner, command) in parts {
+                if owner == record.partition {
+                    local = Some(command);
+                } else {
+                    to = owner;
+                    let payload = codec::encode_command(&command, codec::Format::Protobuf);
+                    forward(shard, ctx, record, owner, Some(payload));
+                }
+            }
+            match local {
+                Some(command) => return apply(shard, ctx, record, Input::Command(command), now),
+                None => return Outcome::Forwarded { to },
+            }
+        }
+    }
+    apply(shard, ctx, record, input, now)
+}
+
+/// Forwards `record` (or `payload` in its place) to partition `to`, which
+/// owns its key.
+fn forward(
+    shard: &mut Shard,
+    ctx: &Context<'_>,
+    record: &Received<'_>,
+    to: i32,
+    payload: Option<Vec<u8>>,
+) {
+    tracing::debug!(
+        topic = record.topic,
+        from = record.partition,
+        to,
+        "forwarding a record to the partition that owns its key"
+    );
+    shard.push(
+        ctx,
+        OutRecord {
+            topic: record.topic.to_string(),
+            partition: Some(to),
+            key: record.key.unwrap_or_default().to_vec(),
+            payload,
+            headers: Vec::new(),
+        },
+    );
+}
+
+/// Applies `input` (from `record`) to `shard`, which owns it.
+fn apply(
+    shard: &mut Shard,
+    ctx: &Context<'_>,
+    record: &Received<'_>,
+    input: Input,
+    now: Timestamp,
+) -> Outcome {
+    if let Err(e) = bound_body(&shard.engine, &input) {
+        return shard.reject(ctx, record, e.to_string());
+    }
+    let success = match &input {
+        Input::Result(r) if r.status == crate::run::Status::Succeeded => {
+            Some((shard.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
+        }
+        _ => None,
+    };
+    let actions = match shard.engine.apply(input, now) {
+        Ok(actions) => actions,
+        Err(e) => {
+            shard.broke(record.topic, record.offset, &e);
+            return shard.reject(ctx, record, e.to_string());
+        }
+    };
+    if let Some((kind, run_id, pass)) = success {
+        metrics::record_success(kind, &run_id, pass, &actions);
+    }
+    if let Some(at) = record.produced_at {
+        metrics::record_dispatch_latency(&actions, at, now);
+    }
+    shard.emit(ctx, &actions, now);
+    Outcome::Applied
+}
+
+/// Applies a CTL change to `shard` at `now` (every owned shard gets each one).
+pub fn apply_ctl(
+    shard: &mut Shard,
+    ctx: &Context<'_>,
+    change: &CtlRecord,
+    produced_at: Option<Timestamp>,
+    now: Timestamp,
+) {
+    let actions = match shard
+        .engine
+        .apply_ctl(&change.entity, &change.param, change.value, now)
+    {
+        Ok(actions) => actions,
+        // Triggers are level-based: the rebuilt shard's start evaluates
+        // what this change affects again.
+        Err(e) => return shard.broke("ctl", -1, &e),
+    };
+    if actions.is_empty() {
+        return;
+    }
+    if let Some(at) = produced_at {
+        metrics::record_dispatch_latency(&actions, at, now);
+    }
+    shard.emit(ctx, &actions, now);
+}
+
+/// Fires the shard's timers due at `now`.
+pub fn tick(shard: &mut Shard, ctx: &Context<'_>, now: Timestamp) {
+    if shard.engine.next_deadline().is_some_and(|d| d <= now) {
+        match shard.engine.tick(now) {
+            Ok(actions) => shard.emit(ctx, &actions, now),
+            Err(e) => shard.broke("timers", -1, &e),
+        }
+    }
+}
+
+/// Refuses a patch (an offer change's, or a stage update's) that would make
+/// the offer's body larger than [`limits::MAX_BODY_BYTES`]: every output
+/// about the offer carries its body.
+fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
+    let (id, patch, field) = match input {
+        Input::Offer(OfferChange {
+            offer_id,
+            change: Change::Patch(patch),
+            ..
+        }) => (offer_id.as_str(), patch, "patch"),
+        Input::Result(r) => match (&r.stage.update, parse_stage_run_id(&r.run_id)) {
+            (Some(Update::Patch(patch)), Some((_, id))) => (id, patch, "update"),
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    // A new offer starts from `{}`: the patch alone was checked.
+    let Some(view) = engine.offer_view(id) else {
+        return Ok(());
+    };
+    let body = crate::offer::patched(&view.body, patch);
+    limits::check_object(field, &body, limits::MAX_BODY_BYTES).map_err(|e| match e {
+        DecodeError::FieldTooLarge { size, limit, .. } => DecodeError::InvalidField {
+            field,
+            reason: format!(
+                "the offer's body would be {size} bytes with it, over the limit of {limit}"
+            ),
+        },
+        other => other,
+    })
+}
