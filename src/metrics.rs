@@ -23,7 +23,9 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 use crate::action::{Action, Event, OfferState, Subject};
-use crate::engine::{OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary};
+use crate::engine::{
+    JobStats, OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary,
+};
 use crate::run::Status;
 use crate::stage::Lane;
 use crate::task::TaskState;
@@ -741,6 +743,46 @@ pub fn record_stages(shards: &[Vec<StageStats>], offers: usize) {
         gauge!(STAGE_RUNNING, "stage" => t.stage.clone()).set(f64::from(t.running));
     }
     gauge!(OFFERS).set(offers as f64);
+}
+
+/// Every job's figures summed over shards (each shard lists every job).
+pub fn sum_jobs(shards: &[Vec<JobStats>]) -> Vec<JobStats> {
+    let mut totals: Vec<JobStats> = Vec::new();
+    for stats in shards.iter().flatten() {
+        match totals.iter_mut().find(|t| t.job == stats.job) {
+            Some(t) => {
+                t.queued += stats.queued;
+                t.queued_low += stats.queued_low;
+                t.running += stats.running;
+                t.share = match (t.share, stats.share) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+            }
+            None => totals.push(stats.clone()),
+        }
+    }
+    totals
+}
+
+/// Exports job queue depths (by lane) and running steps, and active
+/// instances per process, summed over the owned shards.
+pub fn record_jobs(shards: &[Vec<JobStats>], active: &[Vec<(String, usize)>]) {
+    for t in sum_jobs(shards) {
+        gauge!(JOB_QUEUED, "job" => t.job.clone(), "lane" => "live").set(t.queued as f64);
+        gauge!(JOB_QUEUED, "job" => t.job.clone(), "lane" => "low").set(t.queued_low as f64);
+        gauge!(JOB_RUNNING, "job" => t.job.clone()).set(f64::from(t.running));
+    }
+    let mut totals: Vec<(String, usize)> = Vec::new();
+    for (process, n) in active.iter().flatten() {
+        match totals.iter_mut().find(|(p, _)| p == process) {
+            Some((_, total)) => *total += n,
+            None => totals.push((process.clone(), *n)),
+        }
+    }
+    for (process, n) in totals {
+        gauge!(PROCESSES_ACTIVE, "process" => process).set(n as f64);
+    }
 }
 
 /// Readiness changed (see [`crate::runtime::health::Readiness`]).

@@ -15,6 +15,8 @@
 //! | `GET /tasks/{id}`  | JSON [`TaskView`], 404 when another instance owns the task |
 //! | `GET /offers/{id}` | JSON [`OfferView`], 404 when this instance does not have it |
 //! | `GET /stages`      | JSON array of [`StageStats`] summed over the owned shards |
+//! | `GET /processes/{name}/{key}` | JSON [`KeyView`]: context, active instance, waiting launches; 404 when not here |
+//! | `GET /jobs`        | JSON array of [`JobStats`] summed over the owned shards |
 //!
 //! Errors are JSON `{"error": "..."}`. Connections are bounded in number
 //! and time ([`server`]), so that slow or idle clients cannot keep
@@ -36,7 +38,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{OfferView, StageStats, TaskSummary, TaskView};
+use crate::engine::{JobStats, KeyView, OfferView, StageStats, TaskSummary, TaskView};
 use crate::runtime::health::{Readiness, Report};
 use crate::task::TaskState;
 
@@ -82,6 +84,22 @@ pub enum Query {
         /// Where to answer.
         reply: oneshot::Sender<Vec<StageStats>>,
     },
+    /// A process key's record (context, active instance, waiting launches),
+    /// if the shard that owns the key is here.
+    Process {
+        /// The process (a submitted job's: the job).
+        process: String,
+        /// The key.
+        key: String,
+        /// Where to answer.
+        reply: oneshot::Sender<Option<KeyView>>,
+    },
+    /// Every job's queue depths and running steps, summed over the shards
+    /// this instance owns.
+    Jobs {
+        /// Where to answer.
+        reply: oneshot::Sender<Vec<JobStats>>,
+    },
 }
 
 /// What the handlers share.
@@ -105,6 +123,15 @@ pub enum Error {
     /// partition, or it does not exist.
     #[error("offer {0} is not held by this instance (another instance owns its partition, or it does not exist)")]
     OfferNotFound(String),
+    /// No shard here has a record of this process and key: it is owned
+    /// elsewhere, or has none (never launched, or dropped when finished).
+    #[error("no record of process `{process}` for key `{key}` here")]
+    KeyNotFound {
+        /// The process.
+        process: String,
+        /// The key.
+        key: String,
+    },
     /// `?state=` names no task state.
     #[error("unknown state {0:?}, expected one of: {states}", states = state_names())]
     BadState(String),
@@ -123,9 +150,10 @@ impl Error {
     /// The HTTP status of the error.
     pub fn status(&self) -> StatusCode {
         match self {
-            Error::NotOwned(_) | Error::OfferNotFound(_) | Error::NoRoute(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Error::NotOwned(_)
+            | Error::OfferNotFound(_)
+            | Error::KeyNotFound { .. }
+            | Error::NoRoute(_) => StatusCode::NOT_FOUND,
             Error::BadState(_) => StatusCode::BAD_REQUEST,
             Error::Timeout(_) | Error::RuntimeGone => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -163,6 +191,9 @@ pub fn router(state: AdminState) -> Router {
         // Offer ids may contain `/`: the rest of the path is the id.
         .route("/offers/{*id}", get(offer))
         .route("/stages", get(stages))
+        // Keys may contain `/`: the rest of the path is the key.
+        .route("/processes/{process}/{*key}", get(process))
+        .route("/jobs", get(jobs))
         .fallback(|uri: Uri| async move { Error::NoRoute(uri.path().to_string()) })
         .with_state(state)
 }
@@ -261,6 +292,27 @@ async fn offer(
         .ok_or(Error::OfferNotFound(id))
 }
 
+async fn process(
+    State(state): State<AdminState>,
+    Path((process, key)): Path<(String, String)>,
+) -> Result<Json<KeyView>, Error> {
+    let asked = (process.clone(), key.clone());
+    ask(&state.queries, |reply| Query::Process {
+        process: asked.0,
+        key: asked.1,
+        reply,
+    })
+    .await?
+    .map(Json)
+    .ok_or(Error::KeyNotFound { process, key })
+}
+
+async fn jobs(State(state): State<AdminState>) -> Result<Json<Vec<JobStats>>, Error> {
+    Ok(Json(
+        ask(&state.queries, |reply| Query::Jobs { reply }).await?,
+    ))
+}
+
 async fn stages(State(state): State<AdminState>) -> Result<Json<Vec<StageStats>>, Error> {
     Ok(Json(
         ask(&state.queries, |reply| Query::Stages { reply }).await?,
@@ -318,6 +370,14 @@ trigger = "delta(dwh/b, 1min)"
 name = "price"
 when = "offer.status == 'active'"
 max_parallelism = 4
+
+[[job]]
+name = "send"
+max_running = 1
+
+[[process]]
+name = "payout"
+steps = ["send"]
 "#;
 
     struct Reply {
@@ -386,6 +446,22 @@ max_parallelism = 4
         engine
             .apply(crate::engine::Input::Offer(change), now)
             .unwrap();
+        for key in ["u/1", "u2"] {
+            let launch = crate::engine::Command::Launch {
+                process: "payout".into(),
+                keys: vec![key.into()],
+                params: serde_json::json!({"amount": 5})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                position: crate::process::Position::Back,
+                reset: false,
+                source: None,
+            };
+            engine
+                .apply(crate::engine::Input::Command(launch), now)
+                .unwrap();
+        }
         let (queries, mut rx) = mpsc::channel(8);
         std::thread::spawn(move || {
             while let Some(query) = rx.blocking_recv() {
@@ -401,6 +477,16 @@ max_parallelism = 4
                     }
                     Query::Stages { reply } => {
                         let _ = reply.send(engine.stage_stats());
+                    }
+                    Query::Process {
+                        process,
+                        key,
+                        reply,
+                    } => {
+                        let _ = reply.send(engine.process_view(&process, &key));
+                    }
+                    Query::Jobs { reply } => {
+                        let _ = reply.send(engine.job_stats());
                     }
                 }
             }
@@ -592,6 +678,35 @@ max_parallelism = 4
             stages.json(),
             serde_json::json!([
                 {"stage": "price", "live": 0, "rescan": 0, "running": 1, "share": 4}
+            ])
+        );
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn shows_a_process_key_and_the_jobs() {
+        let server = start(runtime()).await;
+        // The key has a slash: the rest of the path is the key.
+        let reply = get(server.addr, "/processes/payout/u/1").await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let view = reply.json();
+        assert_eq!(view["instance"], "payout/u/1#1");
+        assert_eq!(view["job"], "send");
+        assert_eq!(view["record"]["active"]["params"]["amount"], 5);
+        assert_eq!(view["record"]["active"]["slot"]["phase"], "running");
+        let waiting = get(server.addr, "/processes/payout/u2").await.json();
+        assert_eq!(waiting["record"]["active"]["slot"]["phase"], "queued");
+        let missing = get(server.addr, "/processes/payout/nope").await;
+        assert_eq!(missing.status, 404);
+        assert_eq!(
+            missing.json()["error"],
+            "no record of process `payout` for key `nope` here"
+        );
+        let jobs = get(server.addr, "/jobs").await;
+        assert_eq!(
+            jobs.json(),
+            serde_json::json!([
+                {"job": "send", "queued": 1, "queued_low": 0, "running": 1, "share": 1}
             ])
         );
         server.shutdown().await;

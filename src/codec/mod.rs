@@ -28,6 +28,7 @@ pub mod limits;
 mod mark;
 mod offer;
 mod process;
+mod record;
 mod result;
 mod run;
 mod structs;
@@ -46,6 +47,7 @@ pub use event::{decode_event, encode_event, event_kind};
 pub use json::{to_json, MessageKind};
 pub use mark::{decode_ctl_dead_mark, encode_ctl_dead_mark};
 pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
+pub use record::decode_event_record;
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{
     decode_run_command, decode_stage_run_command, decode_step_run_command, encode_run_command,

@@ -70,7 +70,12 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
             wanted.push((topic.clone(), k.partitions, false));
         }
     }
-    for topic in config.stage_topics() {
+    for topic in config
+        .stage_topics()
+        .into_iter()
+        .chain(config.job_topics())
+        .chain(config.event_topics())
+    {
         wanted.push((topic.to_string(), k.partitions, false));
     }
     // One entry per name (a task or stage may reuse a standard topic as its

@@ -21,7 +21,8 @@ impl Runtime {
     /// offsets. On failure the transaction is aborted and the error returned:
     /// the caller starts over from the committed state.
     pub(super) fn commit(&mut self) -> Result<(), Error> {
-        let records: usize = self.shards.values().map(|s| s.pending.len()).sum();
+        let records: usize =
+            self.shards.values().map(|s| s.pending.len()).sum::<usize>() + self.inbox.pending.len();
         if records == 0 && self.offsets.is_empty() {
             self.export_metrics();
             return Ok(());
@@ -41,6 +42,10 @@ impl Runtime {
                     }
                     shard.clear();
                 }
+                for note in &self.inbox.dead {
+                    note.emit();
+                }
+                self.inbox.clear();
                 self.offsets.clear();
                 metrics::TransactionCommitted {
                     records,
@@ -154,6 +159,9 @@ impl Runtime {
                 self.send(record)?;
             }
         }
+        for record in &self.inbox.pending {
+            self.send(record)?;
+        }
         Ok(())
     }
 
@@ -206,6 +214,8 @@ impl Runtime {
         let now = self.now();
         let mut tasks = Vec::new();
         let mut stages = Vec::with_capacity(self.shards.len());
+        let mut jobs = Vec::with_capacity(self.shards.len());
+        let mut active = Vec::with_capacity(self.shards.len());
         let mut offers = 0;
         for shard in self.shards.values_mut() {
             metrics::record_engine(
@@ -216,9 +226,12 @@ impl Runtime {
             metrics::record_offer_counters(&mut shard.offer_stats, shard.engine.offer_counters());
             tasks.extend(shard.engine.task_summaries());
             stages.push(shard.engine.stage_stats());
+            jobs.push(shard.engine.job_stats());
+            active.push(shard.engine.active_instances());
             offers += shard.engine.offer_count();
         }
         metrics::record_tasks(&tasks, now);
         metrics::record_stages(&stages, offers);
+        metrics::record_jobs(&jobs, &active);
     }
 }

@@ -40,6 +40,10 @@ impl Runtime {
         if self.group.context().pending() {
             self.handle_ownership()?;
         }
+        if self.is_event_topic(m.topic()) {
+            self.on_event_record(m);
+            return Ok(());
+        }
         let p = m.partition();
         if !self.shards.contains_key(&p) {
             return Ok(());

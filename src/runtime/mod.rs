@@ -19,6 +19,7 @@ mod commit;
 mod context;
 mod ctl;
 pub mod dead;
+mod events;
 pub mod health;
 mod inputs;
 pub mod intake;
@@ -98,6 +99,10 @@ pub struct Runtime {
     metrics_at: Instant,
     /// CTL dead letters waiting until this instance owns their shard.
     waiting: ctl::Waiting,
+    /// The topics processes launch on (`on`), consumed through the group.
+    event_topics: Vec<String>,
+    /// What their records decided since the last commit.
+    inbox: events::Inbox,
 }
 
 impl Runtime {
@@ -143,6 +148,12 @@ impl Runtime {
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
         let router = Router::new(&options.config, options.partitions);
+        let options_event_topics: Vec<String> = options
+            .config
+            .event_topics()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let mut runtime = Runtime {
             options,
             group,
@@ -155,12 +166,16 @@ impl Runtime {
             offsets: BTreeMap::new(),
             metrics_at: Instant::now(),
             waiting: ctl::Waiting::default(),
+            event_topics: options_event_topics,
+            inbox: events::Inbox::default(),
         };
         runtime.catch_up_ctl()?;
         let t = &runtime.options.config.kafka.topics;
+        let mut topics = vec![t.results.as_str(), t.commands.as_str(), t.offers.as_str()];
+        topics.extend(runtime.event_topics.iter().map(String::as_str));
         runtime
             .group
-            .subscribe(&[t.results.as_str(), t.commands.as_str(), t.offers.as_str()])
+            .subscribe(&topics)
             .map_err(|e| Error::client("subscribing to the input topics", e))?;
         runtime.options.readiness.set_phase(Phase::Joining);
         Ok(runtime)
@@ -312,6 +327,23 @@ impl Runtime {
                 }
                 Query::Stages { reply } => {
                     let _ = reply.send(self.stage_totals());
+                }
+                Query::Process {
+                    process,
+                    key,
+                    reply,
+                } => {
+                    // Only the shard owning the key can have it.
+                    let view = self
+                        .shards
+                        .get(&self.router.key(&key))
+                        .and_then(|s| s.engine.process_view(&process, &key));
+                    let _ = reply.send(view);
+                }
+                Query::Jobs { reply } => {
+                    let shards: Vec<_> =
+                        self.shards.values().map(|s| s.engine.job_stats()).collect();
+                    let _ = reply.send(crate::metrics::sum_jobs(&shards));
                 }
             }
         }

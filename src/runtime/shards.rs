@@ -22,6 +22,11 @@ impl Runtime {
         for change in self.group.context().take() {
             match change {
                 Ownership::Revoked(partitions) => {
+                    // Eager rebalances revoke everything: what event records
+                    // decided is redone by the next owner of their partitions.
+                    let events = &self.event_topics;
+                    self.offsets.retain(|(t, _), _| !events.contains(t));
+                    self.inbox.clear();
                     for &p in &partitions {
                         // Uncommitted work of a revoked partition is the next owner's to redo.
                         self.shards.remove(&p);

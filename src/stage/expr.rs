@@ -480,8 +480,8 @@ fn skip_string(b: &[u8], start: usize) -> usize {
         .count()
         .min(2);
     let before = prefix.len() - letters;
-    let standalone = before == 0
-        || !(at(before - 1).is_ascii_alphanumeric() || at(before - 1) == b'_');
+    let standalone =
+        before == 0 || !(at(before - 1).is_ascii_alphanumeric() || at(before - 1) == b'_');
     let raw = standalone
         && prefix
             .get(before..)
