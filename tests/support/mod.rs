@@ -138,7 +138,14 @@ offer_state = "{p}.offer_state"
         let t = &config.kafka.topics;
         if let Some(mock) = &self.mock {
             let stage_topics = config.stage_topics();
-            for topic in t.all().into_iter().map(|(_, t)| t).chain(stage_topics) {
+            for topic in t
+                .all()
+                .into_iter()
+                .map(|(_, t)| t)
+                .chain(stage_topics)
+                .chain(config.job_topics())
+                .chain(config.event_topics())
+            {
                 mock.create_topic(topic, partitions, 1)
                     .expect("create topic");
             }
