@@ -358,3 +358,92 @@ fn a_crash_mid_chain_loses_no_step_and_runs_none_twice() {
     assert!(instances.values().all(|i| i.len() == 1), "{instances:?}");
     b.stop();
 }
+
+#[test]
+fn the_cli_launches_a_keys_file_and_submits_a_job() {
+    let kafka = TestKafka::new("proc-cli");
+    let text = kafka.config_text(&processes(&kafka), 3, true);
+    let config = reactor::config::parse(&text, "t.toml").unwrap().config;
+    kafka.create_topics(&config, 3);
+    let t = config.kafka.topics.clone();
+    let instance = kafka.start(&config, "a", 3);
+    instance.wait_ready(WAIT);
+    let dir = std::env::temp_dir().join(format!("{}-cli", kafka.prefix));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("reactor.toml");
+    std::fs::write(&path, &text).unwrap();
+    // More keys than one command holds: several commands per partition.
+    let n = reactor::cli::KEYS_PER_COMMAND + 500;
+    let keys: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+    let file = dir.join("keys.txt");
+    std::fs::write(&file, format!("# payouts\n{}\n\n", keys.join("\n"))).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
+        .args(["launch", "payout", "extra", "--keys-file"])
+        .arg(&file)
+        .args(["--param", "amount=3", "-c"])
+        .arg(&path)
+        .args(["--brokers", &kafka.brokers])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
+        .args(["submit", "send", "j1", "--param", "to=x", "-c"])
+        .arg(&path)
+        .args(["--brokers", &kafka.brokers])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = |records: &[Record]| -> BTreeSet<String> {
+        events(records)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::ProcessStarted {
+                    subject: Subject::Process { key, .. },
+                    ..
+                } => Some(key),
+                _ => None,
+            })
+            .collect()
+    };
+    let records = kafka
+        .reader(&t.events)
+        .read_until(Duration::from_secs(60), |r| started(r).len() >= n + 2);
+    let started = started(&records);
+    assert_eq!(
+        started.len(),
+        n + 2,
+        "every key of the file, `extra` and the job"
+    );
+    assert!(started.contains("extra") && started.contains("j1") && started.contains("c0"));
+    // No command needed forwarding: each went to its keys' partition.
+    let commands = kafka
+        .reader(&t.commands)
+        .read_until(Duration::from_secs(5), |_| false);
+    for r in distinct(&commands) {
+        let command = codec::decode_command(r.payload.as_deref().unwrap()).unwrap();
+        let keys = match &command {
+            Command::Launch { keys, params, .. } => {
+                assert_eq!(params["amount"], 3);
+                keys.clone()
+            }
+            Command::Submit { key, .. } => vec![key.clone()],
+            other => panic!("{other:?}"),
+        };
+        assert!(keys.len() <= reactor::cli::KEYS_PER_COMMAND);
+        for key in keys {
+            assert_eq!(
+                reactor::kafka::partition_for(key.as_bytes(), 3),
+                r.partition
+            );
+        }
+    }
+    instance.stop();
+}

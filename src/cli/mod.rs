@@ -14,7 +14,10 @@ use jiff::Timestamp;
 use crate::config::{self, Loaded};
 use crate::sim::{self, Simulator};
 
+mod launch;
 mod tools;
+
+pub use launch::KEYS_PER_COMMAND;
 
 /// Reactor turns change streams into work.
 #[derive(Debug, Parser)]
@@ -71,6 +74,11 @@ enum Cmd {
         #[command(subcommand)]
         command: tools::OfferCmd,
     },
+    /// Launch a process for keys (from the command line or a keys file), or
+    /// run a task now (--task): commands to the partitions owning the keys.
+    Launch(launch::LaunchArgs),
+    /// Submit a job for a key: a key's jobs run one at a time, in queue order.
+    Submit(launch::SubmitArgs),
     /// Rescan a stage: one command per partition of `topics.commands`; each
     /// partition's owner checks its offers again and queues those the stage
     /// wants in its low-priority rescan lane.
@@ -166,6 +174,8 @@ pub fn main() -> ExitCode {
         Cmd::Ctl { command } => tools::ctl(command),
         Cmd::Offer { command } => tools::offer(command),
         Cmd::Rescan(args) => tools::rescan(args),
+        Cmd::Launch(args) => launch::launch(args),
+        Cmd::Submit(args) => launch::submit(args),
         Cmd::Tail(args) => tools::tail(args),
         Cmd::Bench(args) => {
             init_logs(false);

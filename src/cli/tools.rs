@@ -46,10 +46,10 @@ pub enum CtlCmd {
 pub struct Target {
     /// Configuration file for brokers and topic names (optional).
     #[arg(short, long)]
-    config: Option<PathBuf>,
+    pub(super) config: Option<PathBuf>,
     /// Bootstrap servers (overrides the configuration).
     #[arg(long, env = "REACTOR_BROKERS")]
-    brokers: Option<String>,
+    pub(super) brokers: Option<String>,
 }
 
 /// Encodings on the command line.
@@ -89,15 +89,15 @@ pub struct TailArgs {
 }
 
 /// What the tools connect to: brokers and the configuration's topics.
-struct Conn {
-    kafka: KafkaSettings,
+pub(super) struct Conn {
+    pub(super) kafka: KafkaSettings,
     brokers: String,
     /// The configuration, when one was given.
-    config: Option<Config>,
+    pub(super) config: Option<Config>,
 }
 
 impl Conn {
-    fn clients(&self) -> Clients {
+    pub(super) fn clients(&self) -> Clients {
         Clients {
             brokers: self.brokers.clone(),
             librdkafka: self.kafka.librdkafka.clone(),
@@ -105,7 +105,7 @@ impl Conn {
     }
 }
 
-fn settings(target: &Target) -> Result<Conn, ExitCode> {
+pub(super) fn settings(target: &Target) -> Result<Conn, ExitCode> {
     let config = match &target.config {
         Some(path) => Some(super::load(path)?.config),
         None => None,
@@ -407,7 +407,7 @@ pub fn offer(command: OfferCmd) -> ExitCode {
     }
 }
 
-fn usage(message: &str) -> ExitCode {
+pub(super) fn usage(message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(2)
 }
@@ -495,7 +495,7 @@ pub fn rescan(args: RescanArgs) -> ExitCode {
 }
 
 /// The partition count of `topic` from the cluster metadata.
-fn partition_count(clients: &Clients, topic: &str) -> Result<i32, String> {
+pub(super) fn partition_count(clients: &Clients, topic: &str) -> Result<i32, String> {
     let consumer: BaseConsumer = clients
         .reader()
         .create()
