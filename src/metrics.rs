@@ -877,17 +877,30 @@ pub struct CtlDeadLetterDropped<'a> {
     pub offset: i64,
     /// Why it could not be decoded.
     pub reason: &'a str,
+    /// The first one this runtime drops (later ones log at debug: every
+    /// instance sees every CTL record, and the owner reports it).
+    pub first: bool,
 }
 
 impl CtlDeadLetterDropped<'_> {
-    /// Logs a warning and counts it.
+    /// Logs (a warning for the first) and counts it.
     pub fn emit(&self) {
-        tracing::warn!(
-            partition = self.partition,
-            offset = self.offset,
-            reason = self.reason,
-            "too many CTL dead letters wait for shards this instance does not own; this one is not reported"
-        );
+        const WHAT: &str = "too many CTL dead letters wait for shards this instance does not own; this one is not reported here";
+        if self.first {
+            tracing::warn!(
+                partition = self.partition,
+                offset = self.offset,
+                reason = self.reason,
+                WHAT
+            );
+        } else {
+            tracing::debug!(
+                partition = self.partition,
+                offset = self.offset,
+                reason = self.reason,
+                WHAT
+            );
+        }
         counter!(CTL_DEAD_LETTERS_DROPPED).increment(1);
     }
 }

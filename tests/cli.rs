@@ -258,3 +258,115 @@ fn process_with_an_unknown_step_exits_2_naming_process_field_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn oversized_expressions_and_triggers_exit_2_naming_the_limit() {
+    let whens = [
+        format!("1{} > 0", "+1".repeat(10_000)),
+        format!("1{} > 0", "+1".repeat(500)),
+        format!("offer{} == 1", ".a".repeat(20_000)),
+        format!("offer{} == 1", "['a']".repeat(50_000)),
+        format!("{}true{}", "(".repeat(100), ")".repeat(100)),
+    ];
+    for (i, when) in whens.iter().enumerate() {
+        let path = temp_config(
+            &format!("long-when-{i}"),
+            &format!("[[stage]]\nname = \"price\"\nwhen = \"{when}\"\n"),
+        );
+        let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("stage `price`, field `when`") && err.contains("expression too large"),
+            "{}",
+            &err[..err.len().min(300)]
+        );
+    }
+    let trigger = format!("any({}delta(a/b, 1h))", "delta(a/b, 1h), ".repeat(2000));
+    let path = temp_config(
+        "long-trigger",
+        &format!("[[task]]\nid = \"t\"\ntrigger = \"{trigger}\"\n"),
+    );
+    let out = reactor(&["check", "-c", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("trigger too large"),
+        "{}",
+        &err[..err.len().min(300)]
+    );
+}
+
+#[test]
+fn simulate_refuses_what_kafka_refuses_and_rejects_a_long_rescan() {
+    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-refuse", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = temp_config("refuse", "[[stage]]\nname = \"price\"\n");
+    let run = |name: &str, lines: &str| {
+        let input = dir.join(name);
+        std::fs::write(&input, lines).unwrap();
+        reactor(
+            &[
+                "simulate",
+                "-c",
+                config.to_str().unwrap(),
+                "-i",
+                input.to_str().unwrap(),
+            ],
+            None,
+        )
+    };
+    let at = r#""at": "2024-06-01T00:00:00Z""#;
+    for (line, reason) in [
+        (
+            format!(
+                r#"{{{at}, "ctl": {{"entity": "", "param": "p", "value": "2024-06-01T00:00:00Z"}}}}"#
+            ),
+            "missing field `entity`",
+        ),
+        (
+            format!(r#"{{{at}, "offer": {{"id": "", "body": {{"price": 1}}}}}}"#),
+            "missing field `offer_id`",
+        ),
+    ] {
+        let out = run("refused.jsonl", &line);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("input line 1") && err.contains(reason),
+            "{err}"
+        );
+    }
+    // A 3,000-term filter is a rejected command, and the simulation goes on.
+    let rescan = format!(
+        r#"{{{at}, "command": {{"op": "rescan", "stage": "price", "when": "1{} > 0"}}}}
+{{{at}, "offer": {{"id": "o1", "body": {{"price": 1}}}}}}
+"#,
+        "+1".repeat(2999)
+    );
+    let out = run("rescan.jsonl", &rescan);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (&first["kind"], &first["event"]),
+        (
+            &serde_json::json!("event"),
+            &serde_json::json!("command_rejected")
+        )
+    );
+    assert!(first["reason"]
+        .as_str()
+        .unwrap()
+        .contains("expression too large"));
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains(r#""kind":"offer_state""#)),
+        "{stdout}"
+    );
+}

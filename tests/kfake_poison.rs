@@ -4,8 +4,9 @@
 //! `reactor.dead`), later valid input is processed, and the instance stays
 //! ready throughout; a start while CTL changes keep arriving serves.
 //!
-//! Runs when `REACTOR_TEST_KFAKE=host:port` names a kfake broker (`.ci/run`
-//! starts one); plain `cargo test` skips it.
+//! Ignored by plain `cargo test`; `.ci/run` starts a kfake broker and runs
+//! them with `REACTOR_TEST_KFAKE=host:port cargo test --test kfake_poison --
+//! --ignored`.
 
 mod support;
 
@@ -27,15 +28,15 @@ use support::{ts, TestKafka, TASKS};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The brokers of `REACTOR_TEST_KFAKE`, or `None` (the test is skipped).
-fn kfake(test: &str) -> Option<TestKafka> {
-    match std::env::var("REACTOR_TEST_KFAKE") {
-        Ok(brokers) if !brokers.is_empty() => Some(TestKafka::on(&brokers, test)),
-        _ => {
-            eprintln!("skipped: REACTOR_TEST_KFAKE is not set (see .ci/run)");
-            None
-        }
-    }
+/// Why the tests are ignored unless asked for.
+const NEEDS_KFAKE: &str =
+    "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)";
+
+/// A [`TestKafka`] on the kfake broker of `REACTOR_TEST_KFAKE`.
+fn kfake(test: &str) -> TestKafka {
+    let brokers = std::env::var("REACTOR_TEST_KFAKE").unwrap_or_default();
+    assert!(!brokers.is_empty(), "{NEEDS_KFAKE}");
+    TestKafka::on(&brokers, test)
 }
 
 fn config(kafka: &TestKafka, partitions: i32) -> Config {
@@ -314,10 +315,9 @@ fn offer_states(kafka: &TestKafka, topic: &str, offer: &str) -> usize {
 }
 
 #[test]
+#[ignore = "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)"]
 fn every_poison_kind_on_every_input_is_dead_lettered_once_and_work_goes_on() {
-    let Some(kafka) = kfake("poison") else {
-        return;
-    };
+    let kafka = kfake("poison");
     let config = config(&kafka, 2);
     kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();
@@ -437,10 +437,9 @@ fn every_poison_kind_on_every_input_is_dead_lettered_once_and_work_goes_on() {
 /// when the read began, serves, and applies what comes later. (Waiting for
 /// the moving end took 48 s at 25 changes/s; a start takes about a second.)
 #[test]
+#[ignore = "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)"]
 fn a_start_while_ctl_changes_keep_arriving_serves() {
-    let Some(kafka) = kfake("ctl-load") else {
-        return;
-    };
+    let kafka = kfake("ctl-load");
     let config = config(&kafka, 2);
     kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();

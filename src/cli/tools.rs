@@ -658,8 +658,15 @@ pub fn tail(args: TailArgs) -> ExitCode {
                 Ok(v) => v,
                 Err(e) => serde_json::json!({ "undecodable": e.to_string() }),
             },
-            (Some(_), None) => {
-                serde_json::json!({ "undecodable": "unknown changelog store in the key" })
+            // The runtime's own changelog records: CTL dead-letter marks.
+            (Some(bytes), None) => {
+                match codec::decode_ctl_dead_mark(m.key().unwrap_or_default(), Some(bytes)) {
+                    Some(Ok((_, offset))) => serde_json::json!({ "ctl_dead_offset": offset }),
+                    Some(Err(e)) => serde_json::json!({ "undecodable": e.to_string() }),
+                    None => {
+                        serde_json::json!({ "undecodable": "unknown changelog store in the key" })
+                    }
+                }
             }
         };
         let line = serde_json::json!({

@@ -49,6 +49,8 @@ impl Deferred {
 pub(super) struct Waiting {
     by_shard: BTreeMap<i32, Vec<Deferred>>,
     bytes: usize,
+    /// Dead letters dropped for want of room.
+    dropped: u64,
 }
 
 impl Runtime {
@@ -222,8 +224,10 @@ impl Runtime {
                 partition: record.partition,
                 offset: record.offset,
                 reason: &deferred.reason,
+                first: waiting.dropped == 0,
             }
             .emit();
+            waiting.dropped += 1;
             return;
         }
         waiting.bytes += deferred.size();
