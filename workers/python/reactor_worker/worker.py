@@ -13,6 +13,8 @@ The part of Reactor's worker protocol every worker repeats, written once:
 - a command past its ``deadline`` is skipped and logged: Reactor has given
   up on that pass and re-dispatches under a new one;
 - a handler that raises fails the run with the error text;
+- a reply that cannot be delivered is sent again (the handler does not run
+  twice for it); a worker stopped meanwhile leaves the offset uncommitted;
 - commands for targets this worker has no handler for are skipped (another
   worker group may serve them), as are undecodable records; both are logged.
 
@@ -37,8 +39,8 @@ log = logging.getLogger("reactor_worker")
 
 Handler = Callable[[Any], Any]
 
-#: Time to wait after a reply could not be delivered, before the command is
-#: handled again.
+#: Time to wait after a reply could not be delivered, before it is sent
+#: again.
 RETRY_BACKOFF = 1.0
 
 
@@ -201,7 +203,7 @@ class Worker:
     def run(self, install_signal_handlers: bool = True):
         """Consumes and answers run commands until :meth:`stop` (or SIGTERM /
         SIGINT, when called from the main thread)."""
-        from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+        from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
         if not self._handlers:
             raise ValueError("no handlers registered")
@@ -228,14 +230,10 @@ class Worker:
                 where = f" ({msg.topic()}[{msg.partition()}]@{msg.offset()})"
                 reply = self.handle(msg.value(), msg.headers(), where)
                 if reply is not None:
-                    error = _deliver(producer, reply)
-                    if error is not None:
-                        # Not answered: handle the command again rather than
-                        # commit past it.
-                        log.error("reply to %s not delivered: %s; handling it again", reply.run.run_id, error)
-                        consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
-                        self._stop.wait(RETRY_BACKOFF)
-                        continue
+                    if not self._deliver(producer, reply):
+                        # Stopped before the reply was delivered: its offset
+                        # stays uncommitted, the next owner handles it again.
+                        break
                     log.info(
                         "%s pass %d %s",
                         reply.run.run_id,
@@ -250,6 +248,28 @@ class Worker:
             log.info("worker %s stopped", self.group)
 
 
+    def _deliver(self, producer, reply: Reply) -> bool:
+        """Produces the reply until the broker has it (True), or until
+        :meth:`stop` (False)."""
+        while True:
+            outcome: list = []
+            producer.produce(
+                reply.topic,
+                key=reply.key.encode(),
+                value=reply.value,
+                on_delivery=lambda err, _msg: outcome.append(err),
+            )
+            # The delivery report arrives once librdkafka gives up retrying
+            # at the latest (delivery.timeout.ms); flush serves it.
+            while not outcome:
+                producer.flush(1.0)
+            if outcome[0] is None:
+                return True
+            log.error("reply to %s not delivered: %s; sending it again", reply.run.run_id, outcome[0])
+            if self._stop.wait(RETRY_BACKOFF):
+                return False
+
+
 def _target(run: Run) -> str:
     if isinstance(run, TaskRun):
         return run.task
@@ -260,18 +280,3 @@ def _target(run: Run) -> str:
     raise AssertionError(run.kind)
 
 
-def _deliver(producer, reply: Reply) -> Optional[str]:
-    """Produces the reply and waits for its delivery report: None when the
-    broker has it, else the error."""
-    outcome: list = []
-    producer.produce(
-        reply.topic,
-        key=reply.key.encode(),
-        value=reply.value,
-        on_delivery=lambda err, _msg: outcome.append(err),
-    )
-    # The delivery report arrives once librdkafka gives up retrying at the
-    # latest (delivery.timeout.ms); flush serves it.
-    while not outcome:
-        producer.flush(1.0)
-    return None if outcome[0] is None else str(outcome[0])

@@ -311,7 +311,7 @@ class FakeMessage:
 
 
 class FakeConsumer:
-    """Serves scripted messages; after a seek, serves from that offset again."""
+    """Serves scripted messages, then stops the worker."""
 
     def __init__(self, messages, worker, events):
         self.messages, self.worker, self.events = messages, worker, events
@@ -328,10 +328,6 @@ class FakeConsumer:
         self.next += 1
         return m
 
-    def seek(self, tp):
-        self.events.append(("seek", tp.offset))
-        self.next = [m.offset() for m in self.messages].index(tp.offset)
-
     def store_offsets(self, message):
         self.events.append(("store", message.offset()))
 
@@ -342,8 +338,8 @@ class FakeConsumer:
 class FakeProducer:
     """Delivers each produced record with the next scripted error (None: ok)."""
 
-    def __init__(self, errors, events):
-        self.errors, self.events, self.pending = list(errors), events, []
+    def __init__(self, errors, events, on_error=lambda: None):
+        self.errors, self.events, self.pending, self.on_error = list(errors), events, [], on_error
 
     def produce(self, topic, key, value, on_delivery):
         self.events.append(("produce", topic, key))
@@ -356,11 +352,13 @@ class FakeProducer:
         while self.pending:
             err = self.errors.pop(0) if self.errors else None
             self.events.append(("delivered", err))
+            if err is not None:
+                self.on_error()
             self.pending.pop(0)(err, None)
         return 0
 
 
-def run_loop(monkeypatch, messages, delivery_errors):
+def run_loop(monkeypatch, messages, delivery_errors, stop_on_error=False):
     import confluent_kafka
 
     import reactor_worker.worker as wmod
@@ -370,7 +368,10 @@ def run_loop(monkeypatch, messages, delivery_errors):
     w = Worker("fake:9092", "g", clock=lambda: NOW)
     w.task("orders_daily")(lambda run: None)
     monkeypatch.setattr(confluent_kafka, "Consumer", lambda conf, logger: FakeConsumer(messages, w, events))
-    monkeypatch.setattr(confluent_kafka, "Producer", lambda conf, logger: FakeProducer(delivery_errors, events))
+    on_error = w.stop if stop_on_error else (lambda: None)
+    monkeypatch.setattr(
+        confluent_kafka, "Producer", lambda conf, logger: FakeProducer(delivery_errors, events, on_error)
+    )
     w.run(install_signal_handlers=False)
     return events
 
@@ -389,17 +390,28 @@ def test_offset_is_stored_only_after_the_reply_is_delivered(monkeypatch):
     ]
 
 
-def test_an_undelivered_reply_is_handled_again(monkeypatch):
+def test_an_undelivered_reply_is_sent_again(monkeypatch):
     value = task_command().SerializeToString()
     events = run_loop(monkeypatch, [FakeMessage(value, 5)], ["broker down", None])
     assert events == [
         ("subscribe", ("reactor.runs",)),
         ("produce", "reactor.results", b"reports"),
         ("delivered", "broker down"),
-        ("seek", 5),
+        # The same reply again: the handler ran once.
         ("produce", "reactor.results", b"reports"),
         ("delivered", None),
         ("store", 5),
+        ("close",),
+    ]
+
+
+def test_stopping_before_delivery_leaves_the_offset_uncommitted(monkeypatch):
+    value = task_command().SerializeToString()
+    events = run_loop(monkeypatch, [FakeMessage(value, 5)], ["broker down"], stop_on_error=True)
+    assert events == [
+        ("subscribe", ("reactor.runs",)),
+        ("produce", "reactor.results", b"reports"),
+        ("delivered", "broker down"),
         ("close",),
     ]
 
