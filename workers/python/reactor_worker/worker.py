@@ -202,14 +202,23 @@ class Worker:
 
     def run(self, install_signal_handlers: bool = True):
         """Consumes and answers run commands until :meth:`stop` (or SIGTERM /
-        SIGINT, when called from the main thread)."""
+        SIGINT, when called from the main thread; a second one ends the
+        process at once)."""
         from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
         if not self._handlers:
             raise ValueError("no handlers registered")
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
+
+            def on_signal(signum, _frame):
+                self.stop()
+                # A second signal ends the process at once: leaving the group
+                # can take a session timeout when the brokers are gone.
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.stop())
+                signal.signal(sig, on_signal)
         consumer = Consumer(self.consumer_config(), logger=log)
         producer = Producer(self.producer_config(), logger=log)
         topics = self.topics
