@@ -66,8 +66,18 @@ def decode(value: Optional[bytes], headers: Optional[Sequence[Tuple[str, bytes]]
             json_format.Parse(value.decode("utf-8"), command, ignore_unknown_fields=True)
         else:
             command.ParseFromString(value)
-    except (json_format.ParseError, DecodeError, UnicodeDecodeError) as e:
+    except (json_format.ParseError, DecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BadCommand(f"not a RunCommand: {e}") from e
+    try:
+        return _run(command, headers)
+    except BadCommand:
+        raise
+    except (ValueError, OverflowError) as e:
+        # E.g. a timestamp out of datetime's range.
+        raise BadCommand(f"run {command.run_id}: {e}") from e
+
+
+def _run(command: pb.RunCommand, headers) -> Run:
     if not command.run_id or not command.reply_topic or not command.reply_key:
         raise BadCommand(f"run {command.run_id!r}: run_id, reply_topic and reply_key are required")
     common = dict(

@@ -162,7 +162,7 @@ class Worker:
             log.exception("%s failed", run.run_id)
         try:
             result = codec.result(run, outcome, error)
-        except (TypeError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - what a handler returned cannot be sent
             error = f"{type(e).__name__}: {e}"
             log.error("%s: %s", run.run_id, error)
             result = codec.result(run, None, error)

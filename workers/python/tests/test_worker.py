@@ -261,6 +261,25 @@ def test_no_handler_and_bad_records_are_skipped():
         decode(pb.RunCommand(run_id="x#1", kind="cron", reply_topic="t", reply_key="k").SerializeToString())
 
 
+def test_out_of_range_values_are_bad_commands():
+    c = task_command()
+    # Year 10000: valid protobuf, not a datetime.
+    c.snapshot["dwh.orders/max_dt"].seconds = 253402300800 + 86400
+    with pytest.raises(BadCommand, match="orders_daily#7"):
+        decode(c.SerializeToString())
+    w = worker()
+    w.task("orders_daily")(lambda run: None)
+    assert w.handle(c.SerializeToString()) is None
+
+
+def test_a_result_that_cannot_be_encoded_fails_the_run():
+    w = worker()
+    w.stage("price")(lambda run: StageResult(state={"at": datetime(2024, 1, 1)}))
+    r = parse(w.handle(stage_command().SerializeToString()).value)
+    assert r.status == pb.RUN_STATUS_FAILED and r.error.startswith("ParseError: ")
+    assert getattr(r, "pass") == 9 and r.version == 4
+
+
 def test_topics_follow_the_handlers_unless_given():
     w = worker()
     w.task("a")(lambda run: None)

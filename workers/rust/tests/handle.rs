@@ -341,6 +341,15 @@ async fn skipped_commands_get_no_reply() {
     let mut no_key = task_command();
     no_key.reply_key.clear();
     assert!(decode(&no_key.encode_to_vec(), Vec::new()).is_err());
+    let mut far = task_command();
+    far.snapshot.insert(
+        "dwh.orders/max_dt".into(),
+        pbjson_types::Timestamp {
+            seconds: i64::MAX,
+            nanos: 0,
+        },
+    );
+    assert!(decode(&far.encode_to_vec(), Vec::new()).is_err());
     let mut cron = task_command();
     cron.kind = "cron".into();
     assert!(decode(&cron.encode_to_vec(), Vec::new()).is_err());
