@@ -29,9 +29,11 @@ COPY src/ src/
 COPY benches/ benches/
 COPY examples/ examples/
 COPY workers/rust/ workers/rust/
+# Without the release profile's line tables: a binary of about 17 MB
+# instead of 72 MB; panics still name their functions.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin reactor \
+    CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --locked --bin reactor \
     && install -D -m 0755 target/release/reactor /out/reactor
 
 FROM debian:${DEBIAN_RELEASE}-slim
