@@ -10,8 +10,9 @@ The part of Reactor's worker protocol every worker repeats, written once:
 - a command's offset is committed only after its reply is delivered: a
   worker that dies in between handles the command again (keep handlers
   idempotent, keyed by ``run_id`` or by what the run carries);
-- a command past its ``deadline`` is skipped and logged: Reactor has given
-  up on that pass and re-dispatches under a new one;
+- a command past its ``deadline`` is skipped and logged: Reactor stopped
+  waiting for that pass (it re-dispatches the run under a new pass or counts
+  the attempt as failed);
 - a handler that raises fails the run with the error text;
 - a reply that cannot be delivered is sent again (the handler does not run
   twice for it); a worker stopped meanwhile leaves the offset uncommitted;
@@ -144,7 +145,7 @@ class Worker:
         now = self._clock()
         if run.deadline is not None and now > run.deadline:
             log.warning(
-                "skipping %s pass %d: its deadline %s has passed (now %s); Reactor re-dispatches it",
+                "skipping %s pass %d: its deadline %s has passed (now %s)",
                 run.run_id,
                 run.pass_,
                 run.deadline.isoformat(),

@@ -10,8 +10,9 @@
 //!   undelivered reply is sent again, and a worker stopped meanwhile leaves
 //!   the offset uncommitted, so the command is handled again (keep handlers
 //!   idempotent, keyed by `run_id` or by what the run carries);
-//! - a command past its `deadline` is skipped and logged: Reactor has given
-//!   up on that pass and re-dispatches it under a new one;
+//! - a command past its `deadline` is skipped and logged: Reactor stopped
+//!   waiting for that pass (it re-dispatches the run under a new pass or
+//!   counts the attempt as failed);
 //! - a handler's error (or panic) fails the run with its text;
 //! - commands for targets without a handler are skipped (another worker
 //!   group may serve them), as are undecodable records; both are logged;

@@ -232,7 +232,7 @@ impl Worker {
                 pass = info.pass,
                 %deadline,
                 %now,
-                "skipping: the deadline has passed; Reactor re-dispatches the run"
+                "skipping: the deadline has passed"
             );
             return None;
         }
