@@ -442,6 +442,9 @@ const TASK: &str = "task";
 const STAGE: &str = "stage";
 /// `kind` label of process steps and submitted jobs.
 const JOB: &str = "job";
+/// The label naming a job type. Not `job`: Prometheus gives every scraped
+/// series a `job` label (the scrape job) and would rename ours.
+const JOB_LABEL: &str = "job_type";
 
 /// Counts what a batch of engine actions of shard `partition` contains:
 /// dispatches, committed offer changes and each kind of event.
@@ -463,7 +466,7 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
                 continue;
             }
             Action::StepRun(run) => {
-                counter!(RUNS_DISPATCHED, "kind" => JOB, "job" => run.job.clone()).increment(1);
+                counter!(RUNS_DISPATCHED, "kind" => JOB, JOB_LABEL => run.job.clone()).increment(1);
                 continue;
             }
             Action::OfferState(state) => {
@@ -598,7 +601,7 @@ fn run_counter(name: &'static str, subject: &Subject, extra: &[(&'static str, &'
     match subject {
         Subject::Task { .. } => {}
         Subject::Stage { .. } => labels.push(metrics::Label::new("stage", worker.to_string())),
-        Subject::Process { .. } => labels.push(metrics::Label::new("job", worker.to_string())),
+        Subject::Process { .. } => labels.push(metrics::Label::new(JOB_LABEL, worker.to_string())),
     }
     labels.extend(extra.iter().map(|(k, v)| metrics::Label::new(*k, *v)));
     metrics::counter!(name, labels).increment(1);
@@ -769,9 +772,9 @@ pub fn sum_jobs(shards: &[Vec<JobStats>]) -> Vec<JobStats> {
 /// instances per process, summed over the owned shards.
 pub fn record_jobs(shards: &[Vec<JobStats>], active: &[Vec<(String, usize)>]) {
     for t in sum_jobs(shards) {
-        gauge!(JOB_QUEUED, "job" => t.job.clone(), "lane" => "live").set(t.queued as f64);
-        gauge!(JOB_QUEUED, "job" => t.job.clone(), "lane" => "low").set(t.queued_low as f64);
-        gauge!(JOB_RUNNING, "job" => t.job.clone()).set(f64::from(t.running));
+        gauge!(JOB_QUEUED, JOB_LABEL => t.job.clone(), "lane" => "live").set(t.queued as f64);
+        gauge!(JOB_QUEUED, JOB_LABEL => t.job.clone(), "lane" => "low").set(t.queued_low as f64);
+        gauge!(JOB_RUNNING, JOB_LABEL => t.job.clone()).set(f64::from(t.running));
     }
     let mut totals: Vec<(String, usize)> = Vec::new();
     for (process, n) in active.iter().flatten() {
