@@ -50,6 +50,8 @@ pub fn start(brokers: &str, config: &Arc<Config>, stop: Arc<AtomicBool>) -> Demo
         ("demo-workers", workers),
         ("demo-offers", offers::producer),
         ("demo-stage-workers", offers::workers),
+        ("demo-launcher", super::payouts::launcher),
+        ("demo-job-workers", super::payouts::workers),
         ("demo-printer", printer),
     ] {
         let (clients, config, stop) = (clients.clone(), Arc::clone(config), Arc::clone(&stop));
@@ -249,6 +251,7 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         topics.push(t.offer_state.as_str());
         topics.extend(config.stage_topics());
     }
+    topics.extend(config.job_topics());
     topics.sort_unstable();
     topics.dedup();
     if consumer.subscribe(&topics).is_err() {
@@ -268,6 +271,12 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
             if let Ok((state, _)) = codec::decode_offer_state(payload) {
                 println!("{}  OFFER   {}", clock(), offers::describe_state(&state));
             }
+        } else if let Ok(run) = codec::decode_step_run_command(payload) {
+            println!(
+                "{}  RUN     {}",
+                clock(),
+                super::payouts::describe_run(&run)
+            );
         } else if let Ok(run) = codec::decode_run_command(payload) {
             let snapshot: Vec<String> = run
                 .snapshot

@@ -7,6 +7,7 @@
 
 mod demo;
 mod offers;
+mod payouts;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -78,6 +79,13 @@ pub fn run(options: DevOptions) -> Result<(), Error> {
         println!("       curl -s http://{}/stages", options.admin);
         println!("       curl -s http://{}/offers/o-1001", options.admin);
     }
+    if !config.processes.is_empty() {
+        println!("       curl -s http://{}/jobs", options.admin);
+        println!(
+            "       curl -s http://{}/processes/payout/u-1",
+            options.admin
+        );
+    }
     let config = Arc::new(config);
     let stop = Arc::new(AtomicBool::new(false));
     let demo = demo::start(&brokers, &config, Arc::clone(&stop));
@@ -131,6 +139,7 @@ fn create_topics(
         .collect();
     others.extend(config.tasks.iter().filter_map(|t| t.topic.as_deref()));
     others.extend(config.stage_topics());
+    others.extend(config.job_topics());
     others.sort_unstable();
     others.dedup();
     for topic in others {
