@@ -8,96 +8,17 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use reactor::action::{Event, StepRunCommand, Subject};
+use reactor::action::{Event, Subject};
 use reactor::codec::{self, Format, MessageKind};
-use reactor::engine::{Command, RunResult, StepReply};
+use reactor::engine::Command;
 use reactor::process::Position;
-use reactor::run::Status;
+use support::steps::{distinct, events, processes, step_runs, succeeded, success, worker};
 use support::{Record, TestKafka};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A `payout` chain `reserve → send` over two jobs with their own topics,
-/// launched by command or by a record on `PREFIX.payments`.
-fn processes(kafka: &TestKafka) -> String {
-    format!(
-        r#"
-[[job]]
-name = "reserve"
-topic = "{p}.reserve.runs"
-timeout = "1m"
-
-[[job]]
-name = "send"
-topic = "{p}.send.runs"
-timeout = "1m"
-
-[[process]]
-name = "payout"
-steps = ["reserve", "send"]
-when = "params.amount > 0"
-on = {{ topic = "{p}.payments", key = "record.id", params = "{{'amount': record.amount}}" }}
-"#,
-        p = kafka.prefix
-    )
-}
-
-fn distinct(records: &[Record]) -> Vec<&Record> {
-    let mut seen = HashSet::new();
-    records
-        .iter()
-        .filter(|r| seen.insert((r.partition, r.offset)))
-        .collect()
-}
-
-fn step_runs(records: &[Record]) -> Vec<StepRunCommand> {
-    distinct(records)
-        .into_iter()
-        .map(|r| codec::decode_step_run_command(r.payload.as_deref().unwrap()).unwrap())
-        .collect()
-}
-
-fn events(records: &[Record]) -> Vec<Event> {
-    distinct(records)
-        .into_iter()
-        .map(|r| {
-            codec::decode_event(r.payload.as_deref().unwrap())
-                .unwrap()
-                .0
-        })
-        .collect()
-}
-
-fn succeeded(events: &[Event]) -> BTreeSet<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ProcessSucceeded {
-                subject: Subject::Process { key, .. },
-            } => Some(key.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// A worker's success for `run`, with an output.
-fn success(run: &StepRunCommand, output: serde_json::Value) -> Vec<u8> {
-    let result = RunResult {
-        run_id: run.run_id.clone(),
-        pass: run.pass,
-        status: Status::Succeeded,
-        error: None,
-        stage: Default::default(),
-        step: StepReply {
-            output: Some(output.as_object().unwrap().clone()),
-            ..Default::default()
-        },
-    };
-    codec::encode_run_result(&result, &run.key, Format::Protobuf)
-}
 
 #[test]
 fn launches_by_command_and_by_event_run_their_chains() {
@@ -227,42 +148,6 @@ fn launches_by_command_and_by_event_run_their_chains() {
         Some(reactor::process::Status::Succeeded)
     );
     instance.stop();
-}
-
-/// A worker answering every step run command of `topics` (each run id and
-/// pass once) with a success, until `stop`; returns what it answered.
-fn worker(
-    kafka: &TestKafka,
-    topics: &[String],
-    results: &str,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<BTreeSet<(String, u64)>> {
-    let readers: Vec<_> = topics.iter().map(|t| kafka.reader(t)).collect();
-    let producer = kafka.producer();
-    let results = results.to_string();
-    std::thread::spawn(move || {
-        let mut answered = BTreeSet::new();
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            for reader in &readers {
-                for run in step_runs(&reader.read_until(Duration::from_millis(100), |_| false)) {
-                    if answered.insert((run.run_id.clone(), run.pass)) {
-                        use rdkafka::producer::Producer;
-                        let payload = success(&run, serde_json::json!({"by": run.job}));
-                        producer
-                            .send(
-                                rdkafka::producer::BaseRecord::to(&results)
-                                    .key(&run.key)
-                                    .payload(&payload),
-                            )
-                            .map_err(|(e, _)| e)
-                            .expect("send");
-                        producer.flush(Duration::from_secs(10)).expect("flush");
-                    }
-                }
-            }
-        }
-        answered
-    })
 }
 
 /// On the mock cluster, transactional offsets are not stored: a successor

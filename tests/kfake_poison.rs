@@ -28,17 +28,6 @@ use support::{ts, TestKafka, TASKS};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Why the tests are ignored unless asked for.
-const NEEDS_KFAKE: &str =
-    "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)";
-
-/// A [`TestKafka`] on the kfake broker of `REACTOR_TEST_KFAKE`.
-fn kfake(test: &str) -> TestKafka {
-    let brokers = std::env::var("REACTOR_TEST_KFAKE").unwrap_or_default();
-    assert!(!brokers.is_empty(), "{NEEDS_KFAKE}");
-    TestKafka::on(&brokers, test)
-}
-
 fn config(kafka: &TestKafka, partitions: i32) -> Config {
     let tasks = format!(
         r#"{TASKS}
@@ -317,7 +306,7 @@ fn offer_states(kafka: &TestKafka, topic: &str, offer: &str) -> usize {
 #[test]
 #[ignore = "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)"]
 fn every_poison_kind_on_every_input_is_dead_lettered_once_and_work_goes_on() {
-    let kafka = kfake("poison");
+    let kafka = TestKafka::kfake("poison");
     let config = config(&kafka, 2);
     kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();
@@ -439,7 +428,7 @@ fn every_poison_kind_on_every_input_is_dead_lettered_once_and_work_goes_on() {
 #[test]
 #[ignore = "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)"]
 fn a_start_while_ctl_changes_keep_arriving_serves() {
-    let kafka = kfake("ctl-load");
+    let kafka = TestKafka::kfake("ctl-load");
     let config = config(&kafka, 2);
     kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();

@@ -76,10 +76,21 @@ fn object(field: &'static str, s: pbjson_types::Struct) -> Result<Body, DecodeEr
         .collect()
 }
 
+/// The largest integer a double holds exactly (2^53).
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
 fn value(field: &'static str, v: pbjson_types::Value) -> Result<Json, DecodeError> {
     Ok(match v.kind {
         None | Some(Kind::NullValue(_)) => Json::Null,
         Some(Kind::BoolValue(b)) => Json::Bool(b),
+        // A whole number reads back as an integer (`1`, not `1.0`), as
+        // protobuf's JSON mapping prints it: a parameter keeps the form it
+        // was given in whichever format it travelled.
+        Some(Kind::NumberValue(f)) if f.fract() == 0.0 && f.abs() <= MAX_EXACT =>
+        {
+            #[allow(clippy::cast_possible_truncation)]
+            Json::Number(Number::from(f as i64))
+        }
         Some(Kind::NumberValue(f)) => {
             Json::Number(
                 Number::from_f64(f).ok_or_else(|| DecodeError::InvalidField {
@@ -283,6 +294,18 @@ mod tests {
             "n": {"y": [1, 2.5, "s", null, false, {"k": -3}], "b": {"": 0}},
             "l": [],
         }))
+    }
+
+    #[test]
+    fn whole_numbers_read_back_as_integers() {
+        let number = |f: f64| pbjson_types::Value {
+            kind: Some(Kind::NumberValue(f)),
+        };
+        assert_eq!(value("f", number(1.0)).unwrap(), json!(1));
+        assert_eq!(value("f", number(-3.0)).unwrap(), json!(-3));
+        assert_eq!(value("f", number(1.5)).unwrap(), json!(1.5));
+        assert_eq!(value("f", number(1e300)).unwrap(), json!(1e300));
+        assert!(value("f", number(f64::NAN)).is_err());
     }
 
     #[test]

@@ -99,6 +99,7 @@ impl Runtime {
                 .map_err(|e| tx("send offsets", e))
         });
         let committed = sent.and_then(|()| self.wait_delivered()).and_then(|()| {
+            super::failpoint::before_commit();
             self.producer
                 .commit_transaction(CALL_TIMEOUT)
                 .map_err(|e| tx("commit", e))
@@ -123,6 +124,7 @@ impl Runtime {
                 KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
             ));
         }
+        super::failpoint::before_commit();
         if !self.offsets.is_empty() {
             let tpl = self.offsets_list()?;
             self.group

@@ -20,6 +20,7 @@ mod context;
 mod ctl;
 pub mod dead;
 mod events;
+pub mod failpoint;
 pub mod health;
 mod inputs;
 pub mod intake;

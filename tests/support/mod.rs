@@ -19,6 +19,9 @@ use reactor::runtime::health::Readiness;
 use reactor::runtime::stop::Stop;
 use reactor::runtime::{supervisor, Options};
 
+pub mod child;
+pub mod steps;
+
 /// One daily task in a limited pool: the task most Kafka tests drive.
 pub const TASKS: &str = r#"
 [[pool]]
@@ -89,6 +92,17 @@ impl TestKafka {
             brokers: brokers.to_string(),
             prefix: prefix(test),
         }
+    }
+
+    /// The kfake broker of `REACTOR_TEST_KFAKE` (`.ci/run` starts one; see
+    /// `../shared/brokers.md` §3).
+    pub fn kfake(test: &str) -> TestKafka {
+        let brokers = std::env::var("REACTOR_TEST_KFAKE").unwrap_or_default();
+        assert!(
+            !brokers.is_empty(),
+            "needs a kfake broker in REACTOR_TEST_KFAKE=host:port (.ci/run starts one)"
+        );
+        TestKafka::on(&brokers, test)
     }
 
     /// A configuration with unique topic and group names and test-friendly timeouts.
