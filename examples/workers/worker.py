@@ -6,7 +6,10 @@ does, publishes the warehouse parameter it produces (`dwh.orders/max_dt`) to
 the CTL topic; `orders_report` and `dashboard` just log what they would
 build. Stages: `expire` takes an offer down; `price` predicts a price and
 keeps the model version and the price it saw in its state (a negative price
-fails the run, to show retries).
+fails the run, to show retries). Jobs: the `payout` process's steps —
+`reserve` reserves the amount, `send_tx` sends the transaction with the
+reservation from the context, `notify` tells the user (an amount over
+1,000 is refused by the RPC node, and the step fails).
 
     pip install ./workers/python
     python examples/workers/worker.py --brokers localhost:9092
@@ -21,7 +24,7 @@ from datetime import datetime, timezone
 
 from confluent_kafka import Producer
 
-from reactor_worker import Failed, StageResult, Worker
+from reactor_worker import Failed, JobResult, StageResult, Worker
 from reactor_worker import reactor_pb2 as pb
 
 #: The model version the price stage predicts with (examples/dev.toml re-runs
@@ -81,6 +84,26 @@ def build(args) -> Worker:
         log.info("%s: offer %s v%d price %s -> %s", run.run_id, run.offer_id, run.version, p, predicted)
         return StageResult(update={"price_predicted": predicted}, state={"model": MODEL, "price": p})
 
+    @worker.job("reserve")
+    def reserve(run):
+        amount = run.args["amount"]
+        log.info("%s: reserving %s for %s", run.run_id, amount, run.key)
+        return JobResult(output={"reservation": f"r-{run.instance}", "amount": amount})
+
+    @worker.job("send_tx")
+    def send_tx(run):
+        if run.context["amount"] > 1000:
+            raise Failed(f"RPC node refused {run.context['amount']}: over the limit")
+        # Idempotent by instance and step: a step may run more than once.
+        tx = f"tx-{run.instance}-{run.step}"
+        log.info("%s: sent %s against %s", run.run_id, tx, run.context["reservation"])
+        return JobResult(output={"tx": tx})
+
+    @worker.job("notify")
+    def notify(run):
+        log.info("%s: told %s about %s", run.run_id, run.key, run.context["tx"])
+        return JobResult(output={"notified": True})
+
     return worker
 
 
@@ -93,7 +116,8 @@ def main():
         "--topic",
         dest="topics",
         action="append",
-        help="a run topic to consume (repeatable); default: reactor.runs, stage.expire.runs, stage.price.runs",
+        help="a run topic to consume (repeatable); default: reactor.runs, stage.expire.runs, stage.price.runs, "
+        "job.reserve.runs, job.send_tx.runs, job.notify.runs",
     )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

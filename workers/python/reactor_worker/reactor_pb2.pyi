@@ -179,7 +179,7 @@ class NextJob(_message.Message):
     def __init__(self, job: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., position: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("kind", "task", "at", "run_id", "attempt", "reason", "restarted", "error", "retry_at", "tier", "until", "attempts", "entity", "param", "previous", "value", "last_success", "expect_every", "stage", "offer_id", "version", "computed_from", "current", "field", "runs", "window", "expected", "applied", "checked", "queued", "total", "errors", "done")
+    __slots__ = ("kind", "task", "at", "run_id", "attempt", "reason", "restarted", "error", "retry_at", "tier", "until", "attempts", "entity", "param", "previous", "value", "last_success", "expect_every", "stage", "offer_id", "version", "computed_from", "current", "field", "runs", "window", "expected", "applied", "checked", "queued", "total", "errors", "done", "process", "key", "instance", "job", "source", "idle_for", "deadline")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,13 @@ class Event(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FOR_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     kind: str
     task: str
     at: _timestamp_pb2.Timestamp
@@ -247,10 +254,17 @@ class Event(_message.Message):
     total: int
     errors: int
     done: bool
-    def __init__(self, kind: _Optional[str] = ..., task: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., restarted: bool = ..., error: _Optional[str] = ..., retry_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tier: _Optional[int] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., entity: _Optional[str] = ..., param: _Optional[str] = ..., previous: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., value: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expect_every: _Optional[str] = ..., stage: _Optional[str] = ..., offer_id: _Optional[str] = ..., version: _Optional[int] = ..., computed_from: _Optional[int] = ..., current: _Optional[int] = ..., field: _Optional[str] = ..., runs: _Optional[int] = ..., window: _Optional[str] = ..., expected: _Optional[int] = ..., applied: bool = ..., checked: _Optional[int] = ..., queued: _Optional[int] = ..., total: _Optional[int] = ..., errors: _Optional[int] = ..., done: bool = ..., **kwargs) -> None: ...
+    process: str
+    key: str
+    instance: str
+    job: str
+    source: str
+    idle_for: str
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, kind: _Optional[str] = ..., task: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., restarted: bool = ..., error: _Optional[str] = ..., retry_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tier: _Optional[int] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., entity: _Optional[str] = ..., param: _Optional[str] = ..., previous: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., value: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expect_every: _Optional[str] = ..., stage: _Optional[str] = ..., offer_id: _Optional[str] = ..., version: _Optional[int] = ..., computed_from: _Optional[int] = ..., current: _Optional[int] = ..., field: _Optional[str] = ..., runs: _Optional[int] = ..., window: _Optional[str] = ..., expected: _Optional[int] = ..., applied: bool = ..., checked: _Optional[int] = ..., queued: _Optional[int] = ..., total: _Optional[int] = ..., errors: _Optional[int] = ..., done: bool = ..., process: _Optional[str] = ..., key: _Optional[str] = ..., instance: _Optional[str] = ..., job: _Optional[str] = ..., source: _Optional[str] = ..., idle_for: _Optional[str] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., **kwargs) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("pause", "resume", "set_last", "clear_last", "set_stage_state", "rescan", "unpark_offer")
+    __slots__ = ("pause", "resume", "set_last", "clear_last", "set_stage_state", "rescan", "unpark_offer", "launch", "submit", "cancel", "reset_key")
     class Pause(_message.Message):
         __slots__ = ("task",)
         TASK_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +314,59 @@ class Command(_message.Message):
         OFFER_ID_FIELD_NUMBER: _ClassVar[int]
         offer_id: str
         def __init__(self, offer_id: _Optional[str] = ...) -> None: ...
+    class Launch(_message.Message):
+        __slots__ = ("process", "keys", "params", "position", "reset", "source", "task", "task_params")
+        class TaskParamsEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: str
+            value: str
+            def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+        PROCESS_FIELD_NUMBER: _ClassVar[int]
+        KEYS_FIELD_NUMBER: _ClassVar[int]
+        PARAMS_FIELD_NUMBER: _ClassVar[int]
+        POSITION_FIELD_NUMBER: _ClassVar[int]
+        RESET_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        TASK_FIELD_NUMBER: _ClassVar[int]
+        TASK_PARAMS_FIELD_NUMBER: _ClassVar[int]
+        process: str
+        keys: _containers.RepeatedScalarFieldContainer[str]
+        params: _struct_pb2.Struct
+        position: str
+        reset: bool
+        source: str
+        task: str
+        task_params: _containers.ScalarMap[str, str]
+        def __init__(self, process: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., position: _Optional[str] = ..., reset: bool = ..., source: _Optional[str] = ..., task: _Optional[str] = ..., task_params: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    class Submit(_message.Message):
+        __slots__ = ("job", "key", "params", "position", "priority")
+        JOB_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        PARAMS_FIELD_NUMBER: _ClassVar[int]
+        POSITION_FIELD_NUMBER: _ClassVar[int]
+        PRIORITY_FIELD_NUMBER: _ClassVar[int]
+        job: str
+        key: str
+        params: _struct_pb2.Struct
+        position: str
+        priority: int
+        def __init__(self, job: _Optional[str] = ..., key: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., position: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    class Cancel(_message.Message):
+        __slots__ = ("process", "key")
+        PROCESS_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        process: str
+        key: str
+        def __init__(self, process: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    class ResetKey(_message.Message):
+        __slots__ = ("process", "key")
+        PROCESS_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        process: str
+        key: str
+        def __init__(self, process: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
     PAUSE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     SET_LAST_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +374,10 @@ class Command(_message.Message):
     SET_STAGE_STATE_FIELD_NUMBER: _ClassVar[int]
     RESCAN_FIELD_NUMBER: _ClassVar[int]
     UNPARK_OFFER_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RESET_KEY_FIELD_NUMBER: _ClassVar[int]
     pause: Command.Pause
     resume: Command.Resume
     set_last: Command.SetLast
@@ -314,7 +385,11 @@ class Command(_message.Message):
     set_stage_state: Command.SetStageState
     rescan: Command.Rescan
     unpark_offer: Command.UnparkOffer
-    def __init__(self, pause: _Optional[_Union[Command.Pause, _Mapping]] = ..., resume: _Optional[_Union[Command.Resume, _Mapping]] = ..., set_last: _Optional[_Union[Command.SetLast, _Mapping]] = ..., clear_last: _Optional[_Union[Command.ClearLast, _Mapping]] = ..., set_stage_state: _Optional[_Union[Command.SetStageState, _Mapping]] = ..., rescan: _Optional[_Union[Command.Rescan, _Mapping]] = ..., unpark_offer: _Optional[_Union[Command.UnparkOffer, _Mapping]] = ...) -> None: ...
+    launch: Command.Launch
+    submit: Command.Submit
+    cancel: Command.Cancel
+    reset_key: Command.ResetKey
+    def __init__(self, pause: _Optional[_Union[Command.Pause, _Mapping]] = ..., resume: _Optional[_Union[Command.Resume, _Mapping]] = ..., set_last: _Optional[_Union[Command.SetLast, _Mapping]] = ..., clear_last: _Optional[_Union[Command.ClearLast, _Mapping]] = ..., set_stage_state: _Optional[_Union[Command.SetStageState, _Mapping]] = ..., rescan: _Optional[_Union[Command.Rescan, _Mapping]] = ..., unpark_offer: _Optional[_Union[Command.UnparkOffer, _Mapping]] = ..., launch: _Optional[_Union[Command.Launch, _Mapping]] = ..., submit: _Optional[_Union[Command.Submit, _Mapping]] = ..., cancel: _Optional[_Union[Command.Cancel, _Mapping]] = ..., reset_key: _Optional[_Union[Command.ResetKey, _Mapping]] = ...) -> None: ...
 
 class RunRecord(_message.Message):
     __slots__ = ("run_id", "attempt", "dispatched_at", "deadline")
@@ -338,7 +413,7 @@ class Hold(_message.Message):
     def __init__(self, until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., awaiting_data: bool = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("state", "since", "queued_at", "wake_at", "failures", "run_seq", "pass_seq", "run", "snapshot", "last_seen", "last_success", "sla_due", "hold", "pause_requested", "last_error")
+    __slots__ = ("state", "since", "queued_at", "wake_at", "failures", "run_seq", "pass_seq", "run", "snapshot", "last_seen", "last_success", "sla_due", "hold", "pause_requested", "last_error", "launch", "again", "cron_at")
     class SnapshotEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -368,6 +443,9 @@ class TaskRecord(_message.Message):
     HOLD_FIELD_NUMBER: _ClassVar[int]
     PAUSE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    AGAIN_FIELD_NUMBER: _ClassVar[int]
+    CRON_AT_FIELD_NUMBER: _ClassVar[int]
     state: TaskState
     since: _timestamp_pb2.Timestamp
     queued_at: _timestamp_pb2.Timestamp
@@ -383,7 +461,23 @@ class TaskRecord(_message.Message):
     hold: Hold
     pause_requested: bool
     last_error: str
-    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., snapshot: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_seen: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., sla_due: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., hold: _Optional[_Union[Hold, _Mapping]] = ..., pause_requested: bool = ..., last_error: _Optional[str] = ...) -> None: ...
+    launch: LaunchParams
+    again: LaunchParams
+    cron_at: _timestamp_pb2.Timestamp
+    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., snapshot: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_seen: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., sla_due: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., hold: _Optional[_Union[Hold, _Mapping]] = ..., pause_requested: bool = ..., last_error: _Optional[str] = ..., launch: _Optional[_Union[LaunchParams, _Mapping]] = ..., again: _Optional[_Union[LaunchParams, _Mapping]] = ..., cron_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LaunchParams(_message.Message):
+    __slots__ = ("params",)
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    params: _containers.ScalarMap[str, str]
+    def __init__(self, params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class OfferChange(_message.Message):
     __slots__ = ("offer_id", "body", "patch", "deleted", "source", "changed_at")
@@ -504,3 +598,124 @@ class RescanRecord(_message.Message):
     errors: int
     started_at: _timestamp_pb2.Timestamp
     def __init__(self, filter: _Optional[str] = ..., cursor: _Optional[str] = ..., checked: _Optional[int] = ..., queued: _Optional[int] = ..., total: _Optional[int] = ..., errors: _Optional[int] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class KeyRecord(_message.Message):
+    __slots__ = ("active", "waiting", "last", "goal")
+    class Placement(_message.Message):
+        __slots__ = ("lane", "priority", "order")
+        LANE_FIELD_NUMBER: _ClassVar[int]
+        PRIORITY_FIELD_NUMBER: _ClassVar[int]
+        ORDER_FIELD_NUMBER: _ClassVar[int]
+        lane: int
+        priority: int
+        order: int
+        def __init__(self, lane: _Optional[int] = ..., priority: _Optional[int] = ..., order: _Optional[int] = ...) -> None: ...
+    class Step(_message.Message):
+        __slots__ = ("job", "params_json")
+        JOB_FIELD_NUMBER: _ClassVar[int]
+        PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+        job: str
+        params_json: bytes
+        def __init__(self, job: _Optional[str] = ..., params_json: _Optional[bytes] = ...) -> None: ...
+    class Instance(_message.Message):
+        __slots__ = ("n", "params_json", "context_json", "chain", "step", "phase", "run_seq", "pass_seq", "failures", "run", "wake_at", "last_error", "queued", "step_deadline", "overdue", "priority", "lane", "started_at", "progress_at", "source")
+        N_FIELD_NUMBER: _ClassVar[int]
+        PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+        CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+        CHAIN_FIELD_NUMBER: _ClassVar[int]
+        STEP_FIELD_NUMBER: _ClassVar[int]
+        PHASE_FIELD_NUMBER: _ClassVar[int]
+        RUN_SEQ_FIELD_NUMBER: _ClassVar[int]
+        PASS_SEQ_FIELD_NUMBER: _ClassVar[int]
+        FAILURES_FIELD_NUMBER: _ClassVar[int]
+        RUN_FIELD_NUMBER: _ClassVar[int]
+        WAKE_AT_FIELD_NUMBER: _ClassVar[int]
+        LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+        QUEUED_FIELD_NUMBER: _ClassVar[int]
+        STEP_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+        OVERDUE_FIELD_NUMBER: _ClassVar[int]
+        PRIORITY_FIELD_NUMBER: _ClassVar[int]
+        LANE_FIELD_NUMBER: _ClassVar[int]
+        STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+        PROGRESS_AT_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        n: int
+        params_json: bytes
+        context_json: bytes
+        chain: _containers.RepeatedCompositeFieldContainer[KeyRecord.Step]
+        step: int
+        phase: StagePhase
+        run_seq: int
+        pass_seq: int
+        failures: int
+        run: RunRecord
+        wake_at: _timestamp_pb2.Timestamp
+        last_error: str
+        queued: KeyRecord.Placement
+        step_deadline: _timestamp_pb2.Timestamp
+        overdue: bool
+        priority: int
+        lane: int
+        started_at: _timestamp_pb2.Timestamp
+        progress_at: _timestamp_pb2.Timestamp
+        source: str
+        def __init__(self, n: _Optional[int] = ..., params_json: _Optional[bytes] = ..., context_json: _Optional[bytes] = ..., chain: _Optional[_Iterable[_Union[KeyRecord.Step, _Mapping]]] = ..., step: _Optional[int] = ..., phase: _Optional[_Union[StagePhase, str]] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., failures: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., queued: _Optional[_Union[KeyRecord.Placement, _Mapping]] = ..., step_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., overdue: bool = ..., priority: _Optional[int] = ..., lane: _Optional[int] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., progress_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ...) -> None: ...
+    class Launch(_message.Message):
+        __slots__ = ("params_json", "position", "lane", "priority", "reset", "source", "at")
+        PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+        POSITION_FIELD_NUMBER: _ClassVar[int]
+        LANE_FIELD_NUMBER: _ClassVar[int]
+        PRIORITY_FIELD_NUMBER: _ClassVar[int]
+        RESET_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        AT_FIELD_NUMBER: _ClassVar[int]
+        params_json: bytes
+        position: str
+        lane: int
+        priority: int
+        reset: bool
+        source: str
+        at: _timestamp_pb2.Timestamp
+        def __init__(self, params_json: _Optional[bytes] = ..., position: _Optional[str] = ..., lane: _Optional[int] = ..., priority: _Optional[int] = ..., reset: bool = ..., source: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    class Outcome(_message.Message):
+        __slots__ = ("n", "status", "finished_at", "context_json", "error")
+        N_FIELD_NUMBER: _ClassVar[int]
+        STATUS_FIELD_NUMBER: _ClassVar[int]
+        FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+        CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        n: int
+        status: str
+        finished_at: _timestamp_pb2.Timestamp
+        context_json: bytes
+        error: str
+        def __init__(self, n: _Optional[int] = ..., status: _Optional[str] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., context_json: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    GOAL_FIELD_NUMBER: _ClassVar[int]
+    active: KeyRecord.Instance
+    waiting: _containers.RepeatedCompositeFieldContainer[KeyRecord.Launch]
+    last: KeyRecord.Outcome
+    goal: bool
+    def __init__(self, active: _Optional[_Union[KeyRecord.Instance, _Mapping]] = ..., waiting: _Optional[_Iterable[_Union[KeyRecord.Launch, _Mapping]]] = ..., last: _Optional[_Union[KeyRecord.Outcome, _Mapping]] = ..., goal: bool = ...) -> None: ...
+
+class ScheduleRecord(_message.Message):
+    __slots__ = ("last_fire", "next_key", "scanning", "after_offer", "launched")
+    LAST_FIRE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_KEY_FIELD_NUMBER: _ClassVar[int]
+    SCANNING_FIELD_NUMBER: _ClassVar[int]
+    AFTER_OFFER_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHED_FIELD_NUMBER: _ClassVar[int]
+    last_fire: _timestamp_pb2.Timestamp
+    next_key: int
+    scanning: bool
+    after_offer: str
+    launched: int
+    def __init__(self, last_fire: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., next_key: _Optional[int] = ..., scanning: bool = ..., after_offer: _Optional[str] = ..., launched: _Optional[int] = ...) -> None: ...
+
+class SeqRecord(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...

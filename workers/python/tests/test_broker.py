@@ -1,5 +1,5 @@
-"""End to end on a broker: a real `reactor run` dispatches task and stage
-runs of examples/dev.toml's targets, and the example worker
+"""End to end on a broker: a real `reactor run` dispatches task, stage and
+process-step runs of examples/dev.toml's targets, and the example worker
 (examples/workers/worker.py, on this package) answers them.
 
 Needs REACTOR_TEST_BROKERS (`.ci/ecosystem` starts kfake) and the reactor
@@ -7,8 +7,7 @@ binary (REACTOR_BIN, else target/debug/reactor or target/release/reactor).
 Skipped without a broker unless REACTOR_TEST_REQUIRE_BROKER is set.
 
 Each case produces its input and waits for what Reactor committed because
-the worker answered; a new kind of run (a job, once Reactor dispatches
-steps) is one more entry in CASES.
+the worker answered; a new kind of run is one more entry in CASES.
 """
 
 import json
@@ -82,6 +81,28 @@ when = "has(offer.price) && (state == null || state.model < 3 || state.price != 
 topic = "{p}.stage.price.runs"
 timeout = "30s"
 retry = {{ attempts = 5, backoff = "30s", tiers = ["1h"] }}
+
+[[job]]
+name = "reserve"
+topic = "{p}.job.reserve.runs"
+timeout = "30s"
+
+[[job]]
+name = "send_tx"
+topic = "{p}.job.send_tx.runs"
+timeout = "30s"
+retry = {{ attempts = 1, backoff = "1s", tiers = [] }}
+
+[[job]]
+name = "notify"
+topic = "{p}.job.notify.runs"
+timeout = "30s"
+
+[[process]]
+name = "payout"
+steps = ["reserve", "send_tx", "notify"]
+reuse = "failed_only"
+when = "params.amount > 0"
 
 [kafka]
 group_id = "{p}"
@@ -252,6 +273,12 @@ def stack(tmp_path_factory):
                 f"{prefix}.stage.expire.runs",
                 "--topic",
                 f"{prefix}.stage.price.runs",
+                "--topic",
+                f"{prefix}.job.reserve.runs",
+                "--topic",
+                f"{prefix}.job.send_tx.runs",
+                "--topic",
+                f"{prefix}.job.notify.runs",
             ],
         )
         procs.append(worker)
@@ -331,6 +358,51 @@ def stage_failure(s: Stack):
     assert event.error == "ValueError: negative price -5"
 
 
+def launch(process, key, **params):
+    command = pb.Command(launch=pb.Command.Launch(process=process, keys=[key]))
+    command.launch.params.update(params)
+    return command
+
+
+def process_chain(s: Stack):
+    """A payout launched by command: reserve, send_tx and notify run in
+    turn, each seeing the earlier steps' output in its context."""
+    s.produce("commands", "u-1", launch("payout", "u-1", amount=5))
+    event = s.consume(
+        "events",
+        pb.Event,
+        lambda m: m.kind in ("process_succeeded", "process_failed") and m.key == "u-1",
+        "the end of payout for u-1",
+    )
+    assert event.kind == "process_succeeded", event
+    assert event.instance.startswith("payout/u-1#")
+    status, body = get(f"{s.admin}/processes/payout/u-1")
+    assert status == 200, status
+    last = json.loads(body)["record"]["last"]
+    assert last["status"] == "succeeded"
+    assert last["context"] == {
+        "reservation": f"r-{event.instance}",
+        "amount": 5,
+        "tx": f"tx-{event.instance}-1",
+        "notified": True,
+    }
+
+
+def process_failure(s: Stack):
+    """A step that raises `Failed`: with no retry left the instance fails,
+    and the error names the step's reason."""
+    s.produce("commands", "u-2", launch("payout", "u-2", amount=5000))
+    event = s.consume(
+        "events",
+        pb.Event,
+        lambda m: m.kind in ("process_succeeded", "process_failed") and m.key == "u-2",
+        "the end of payout for u-2",
+    )
+    assert event.kind == "process_failed", event
+    assert event.reason == "step"
+    assert "over the limit" in event.error
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -341,8 +413,8 @@ CASES = [
     Case("task", task_chain),
     Case("stage", stage_update),
     Case("stage_failure", stage_failure),
-    # Case("job", …): once Reactor dispatches steps, launch a process whose
-    # job the example worker handles and wait for its `process_succeeded`.
+    Case("job", process_chain),
+    Case("job_failure", process_failure),
 ]
 
 
