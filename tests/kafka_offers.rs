@@ -17,7 +17,7 @@ use reactor::codec::{self, Format, MessageKind};
 use reactor::engine::{RunResult, StageReply, Update};
 use reactor::offer::Body;
 use reactor::run::Status;
-use support::{Record, TestKafka};
+use support::{distinct, events, Record, TestKafka};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -43,14 +43,6 @@ fn body(json: serde_json::Value) -> Body {
 
 /// Each record once: a re-read (or at-least-once duplicate) of the same
 /// (partition, offset) is not a second record.
-fn distinct(records: &[Record]) -> Vec<&Record> {
-    let mut seen = HashSet::new();
-    records
-        .iter()
-        .filter(|r| seen.insert((r.partition, r.offset)))
-        .collect()
-}
-
 fn stage_runs(records: &[Record]) -> Vec<StageRunCommand> {
     distinct(records)
         .into_iter()
@@ -63,17 +55,6 @@ fn offer_states(records: &[Record]) -> Vec<OfferState> {
         .into_iter()
         .map(|r| {
             codec::decode_offer_state(r.payload.as_deref().unwrap())
-                .unwrap()
-                .0
-        })
-        .collect()
-}
-
-fn events(records: &[Record]) -> Vec<Event> {
-    distinct(records)
-        .into_iter()
-        .map(|r| {
-            codec::decode_event(r.payload.as_deref().unwrap())
                 .unwrap()
                 .0
         })

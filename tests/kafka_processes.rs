@@ -15,8 +15,8 @@ use reactor::action::{Event, Subject};
 use reactor::codec::{self, Format, MessageKind};
 use reactor::engine::Command;
 use reactor::process::Position;
-use support::steps::{distinct, events, processes, step_runs, succeeded, success, worker};
-use support::{Record, TestKafka};
+use support::steps::{processes, step_runs, succeeded, success, worker};
+use support::{distinct, events, Record, TestKafka};
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -24,8 +24,8 @@ use reactor::codec::{self, Format};
 use reactor::engine::Command;
 use reactor::process::Position;
 use support::child::ReactorChild;
-use support::steps::{events, processes, step_runs, succeeded, worker};
-use support::TestKafka;
+use support::steps::{processes, step_runs, succeeded, worker};
+use support::{events, TestKafka};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -2,7 +2,7 @@
 //! `REACTOR_TEST_BROKERS`), topic setup, a producer and readers.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +12,9 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use reactor::action::Event;
 use reactor::clock::SystemClock;
+use reactor::codec;
 use reactor::config::Config;
 use reactor::kafka::Clients;
 use reactor::runtime::health::Readiness;
@@ -376,4 +378,26 @@ impl Reader {
         }
         out
     }
+}
+
+/// Each record once by position (a reader may see a record twice, and the
+/// mock cluster shows a redone batch's records again).
+pub fn distinct(records: &[Record]) -> Vec<&Record> {
+    let mut seen = HashSet::new();
+    records
+        .iter()
+        .filter(|r| seen.insert((r.partition, r.offset)))
+        .collect()
+}
+
+/// The events among `records`.
+pub fn events(records: &[Record]) -> Vec<Event> {
+    distinct(records)
+        .into_iter()
+        .map(|r| {
+            codec::decode_event(r.payload.as_deref().unwrap())
+                .unwrap()
+                .0
+        })
+        .collect()
 }

@@ -1,7 +1,7 @@
 //! Glue for process tests on any broker: a two-step `payout` process, step
 //! run commands and events read back, and a worker answering every step.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use reactor::codec::{self, Format};
 use reactor::engine::{RunResult, StepReply};
 use reactor::run::Status;
 
-use super::{Record, TestKafka};
+use super::{distinct, Record, TestKafka};
 
 /// A `payout` chain `reserve → send` over two jobs with their own topics,
 /// launched by command or by a record on `PREFIX.payments`.
@@ -40,32 +40,11 @@ on = {{ topic = "{p}.payments", key = "record.id", params = "{{'amount': record.
     )
 }
 
-/// Each record once by position (a reader may see a record twice).
-pub fn distinct(records: &[Record]) -> Vec<&Record> {
-    let mut seen = HashSet::new();
-    records
-        .iter()
-        .filter(|r| seen.insert((r.partition, r.offset)))
-        .collect()
-}
-
 /// The step run commands among `records`.
 pub fn step_runs(records: &[Record]) -> Vec<StepRunCommand> {
     distinct(records)
         .into_iter()
         .map(|r| codec::decode_step_run_command(r.payload.as_deref().unwrap()).unwrap())
-        .collect()
-}
-
-/// The events among `records`.
-pub fn events(records: &[Record]) -> Vec<Event> {
-    distinct(records)
-        .into_iter()
-        .map(|r| {
-            codec::decode_event(r.payload.as_deref().unwrap())
-                .unwrap()
-                .0
-        })
         .collect()
 }
 
