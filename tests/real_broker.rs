@@ -5,8 +5,9 @@
 //! and the mock cluster cannot: topic creation through the Admin API, the
 //! committed path of a transaction (outputs and input offsets visible
 //! together, an open transaction hidden from `read_committed`), consumer
-//! groups with two instances, and a client outside Rust (Python
-//! confluent-kafka, JSON) driving Reactor. No crash or restore-after-crash
+//! groups with two instances, a client outside Rust (Python
+//! confluent-kafka, JSON) driving Reactor, and processes launched by a JSON
+//! command and by records on a topic of their own. No crash or restore-after-crash
 //! tests here: see /work/shared/brokers.md for what tansu gets wrong.
 
 mod support;
@@ -584,5 +585,81 @@ fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
     assert_eq!(committed.changed_fields, ["price_predicted"]);
     assert_eq!(committed.body["price_predicted"], 118);
     assert_eq!(committed.states["price"], serde_json::json!({"model": 3}));
+    instance.stop();
+}
+
+#[test]
+fn processes_launch_by_command_and_by_event_with_exactly_once() {
+    use reactor::action::Event;
+    use support::steps::{processes, step_runs, succeeded, worker};
+
+    let kafka = real::kafka("processes");
+    let mut config = real::config(&kafka, &processes(&kafka), 2);
+    config.kafka.formats.runs = Format::Json;
+    let t = config.kafka.topics.clone();
+    let group = config.kafka.group_id.clone();
+    let (reserve, send) = (config.jobs[0].topic.clone(), config.jobs[1].topic.clone());
+    let payments = format!("{}.payments", kafka.prefix);
+    // Reactor creates the job topics and the launch topic itself.
+    kafka.create_topics(&config, 2);
+    for topic in [&reserve, &send, &payments] {
+        assert_eq!(real::wait_for_topic(&kafka, topic), 2, "{topic}");
+    }
+    let instance = kafka.start(&config, "a", 2);
+    instance.wait_ready(WAIT);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answering = worker(
+        &kafka,
+        &[reserve.clone(), send.clone()],
+        &t.results,
+        std::sync::Arc::clone(&stop),
+    );
+
+    // By a command in JSON, and by a payment record as its producer wrote it.
+    let producer = kafka.producer();
+    real::send(
+        &producer,
+        &t.commands,
+        "u1",
+        br#"{"launch":{"process":"payout","keys":["u1"],"params":{"amount":5}}}"#,
+    );
+    real::send(&producer, &payments, "p1", br#"{"id":"p1","amount":7}"#);
+    // Refused by `when` in the owning shard: an event, no run.
+    real::send(&producer, &payments, "p0", br#"{"id":"p0","amount":0}"#);
+
+    let events = kafka.reader(&t.events).read_until(WAIT, |r| {
+        let events = support::events(r);
+        succeeded(&events).len() >= 2
+            && events
+                .iter()
+                .any(|e| matches!(e, Event::LaunchRejected { .. }))
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    answering.join().expect("the worker");
+    let events = support::events(&events);
+    assert_eq!(
+        succeeded(&events),
+        ["p1", "u1"].into_iter().map(String::from).collect()
+    );
+    let sends = step_runs(
+        &kafka
+            .reader(&send)
+            .read_until(WAIT, |r| step_runs(r).len() >= 2),
+    );
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    for run in &sends {
+        // The first step's output reached the second through the context.
+        assert_eq!(run.context["by"], "reserve", "{run:?}");
+    }
+    assert_eq!(
+        sends
+            .iter()
+            .find(|r| r.key == "p1")
+            .map(|r| r.params["amount"].clone()),
+        Some(serde_json::json!(7))
+    );
+    // The payment records' offsets were committed with the transactions
+    // that forwarded their launches.
+    real::wait_committed(&kafka, &group, &payments);
     instance.stop();
 }
