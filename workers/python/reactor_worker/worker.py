@@ -44,6 +44,10 @@ Handler = Callable[[Any], Any]
 #: again.
 RETRY_BACKOFF = 1.0
 
+#: W3C trace-context headers copied from a run command to its reply, so
+#: that a trace goes on through the worker into what Reactor does next.
+TRACE_HEADERS = ("traceparent", "tracestate")
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -55,6 +59,8 @@ class Reply:
     run: Run
     #: The run failed (the result says why).
     failed: bool
+    #: Headers of the reply: the command's trace context.
+    headers: tuple = ()
 
 
 class Worker:
@@ -168,7 +174,8 @@ class Worker:
             log.error("%s: %s", run.run_id, error)
             result = codec.result(run, None, error)
         value_out = codec.encode(result, as_json=codec.is_json(value or b""))
-        return Reply(run.reply_topic, run.reply_key, value_out, run, failed=error is not None)
+        trace = tuple((k, v) for k, v in run.headers if k in TRACE_HEADERS)
+        return Reply(run.reply_topic, run.reply_key, value_out, run, failed=error is not None, headers=trace)
 
     # -------------------------------------------------------------- loop --
 
@@ -267,6 +274,7 @@ class Worker:
                 reply.topic,
                 key=reply.key.encode(),
                 value=reply.value,
+                headers=list(reply.headers),
                 on_delivery=lambda err, _msg: outcome.append(err),
             )
             # The delivery report arrives once librdkafka gives up retrying

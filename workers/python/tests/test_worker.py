@@ -104,6 +104,8 @@ def test_task_run_decoded_and_answered_in_protobuf():
     assert run.snapshot == {"dwh.orders/max_dt": datetime(2024, 5, 31, tzinfo=timezone.utc)}
     assert run.deadline == datetime(2024, 6, 1, 0, 1, tzinfo=timezone.utc)
     assert run.headers == (("traceparent", b"00-ab-cd-01"),)
+    # The trace goes on in the reply.
+    assert reply.headers == (("traceparent", b"00-ab-cd-01"),)
     assert (reply.topic, reply.key, reply.failed) == ("reactor.results", "reports", False)
     assert not reply.value.startswith(b"{")
     r = parse(reply.value)
@@ -360,7 +362,7 @@ class FakeProducer:
     def __init__(self, errors, events, on_error=lambda: None):
         self.errors, self.events, self.pending, self.on_error = list(errors), events, [], on_error
 
-    def produce(self, topic, key, value, on_delivery):
+    def produce(self, topic, key, value, on_delivery, headers=()):
         self.events.append(("produce", topic, key))
         self.pending.append(on_delivery)
 

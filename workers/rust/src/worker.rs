@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 
@@ -79,7 +79,13 @@ pub struct Reply {
     pub pass: u64,
     /// The run failed.
     pub failed: bool,
+    /// Headers of the reply: the command's trace context ([`TRACE_HEADERS`]).
+    pub headers: Vec<(String, Vec<u8>)>,
 }
+
+/// W3C trace-context headers copied from a run command to its reply, so that
+/// a trace goes on through the worker into what Reactor does next.
+pub const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 /// A Reactor worker: register handlers with [`Worker::task`],
 /// [`Worker::stage`] and [`Worker::job`], then [`Worker::run`].
@@ -268,6 +274,12 @@ impl Worker {
             }
         };
         let failed = result.status != crate::proto::RunStatus::Succeeded as i32;
+        let headers = info
+            .headers
+            .iter()
+            .filter(|(k, _)| TRACE_HEADERS.contains(&k.as_str()))
+            .cloned()
+            .collect();
         Some(Reply {
             topic: info.reply_topic.clone(),
             key: info.reply_key.clone(),
@@ -275,6 +287,7 @@ impl Worker {
             run_id: info.run_id.clone(),
             pass: info.pass,
             failed,
+            headers,
         })
     }
 
@@ -401,9 +414,19 @@ async fn deliver<S: Future<Output = ()>>(
     shutdown: &mut Pin<&mut S>,
 ) -> bool {
     loop {
+        let headers = reply
+            .headers
+            .iter()
+            .fold(OwnedHeaders::new(), |h, (key, value)| {
+                h.insert(Header {
+                    key,
+                    value: Some(value),
+                })
+            });
         let record = FutureRecord::to(&reply.topic)
             .key(&reply.key)
-            .payload(&reply.value);
+            .payload(&reply.value)
+            .headers(headers);
         // Delivery ends, at the latest, when librdkafka gives up retrying
         // (delivery.timeout.ms).
         match producer.send(record, Timeout::Never).await {

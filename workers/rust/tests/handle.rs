@@ -116,6 +116,8 @@ async fn task_run_is_decoded_and_answered_in_protobuf() {
         "2024-05-31T00:00:00Z".parse::<Timestamp>().unwrap()
     );
     assert_eq!(run.run.headers, headers);
+    // The trace goes on in the reply.
+    assert_eq!(reply.headers, headers);
     assert_eq!(
         (reply.topic.as_str(), reply.key.as_str()),
         ("reactor.results", "reports")
