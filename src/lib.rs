@@ -46,6 +46,7 @@
 //! - [`clock`]: injected time: the system clock, a manual clock for tests.
 //! - [`kafka`]: the Kafka edge: client settings, topic checks and creation, murmur2 partitioning, reading a partition to its end.
 //! - [`runtime`]: the shell: shards on Kafka, exactly-once batches, restore, rebalance, supervision.
+//! - [`shell`]: the shard driver ([`shell::driver`]): input → core → actions → outputs, changelog and metrics, and timers, for the simulator, the tests and the runtime alike.
 //! - [`service`]: one instance as a service: metrics, admin API, topic checks, supervised runtime, signals.
 //! - [`sim`]: `reactor simulate`: the engine over timed JSON-lines inputs with a manual clock.
 //! - [`cli`]: the command line of the product (`run`, `simulate`, `check`, `ctl set`, `tail`, …); the
@@ -173,6 +174,7 @@ pub mod router;
 pub mod run;
 pub mod runtime;
 pub mod service;
+pub mod shell;
 pub mod sim;
 #[cfg_attr(
     not(test),
