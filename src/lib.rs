@@ -46,13 +46,13 @@
 //! - [`clock`]: injected time: the system clock, a manual clock for tests.
 //! - [`kafka`]: the Kafka edge: client settings, topic checks and creation, murmur2 partitioning, reading a partition to its end.
 //! - [`runtime`]: the shell: shards on Kafka, exactly-once batches, restore, rebalance, supervision.
+//! - [`shell`]: the shard driver ([`shell::driver`]): input → core → actions → outputs, changelog and metrics, and timers, for the simulator, the tests and the runtime alike.
 //! - [`service`]: one instance as a service: metrics, admin API, topic checks, supervised runtime, signals.
-//! - [`dev`]: `reactor dev`: the embedded default on an in-process mock cluster with demo producer and workers.
 //! - [`sim`]: `reactor simulate`: the engine over timed JSON-lines inputs with a manual clock.
-//! - [`cli`]: the command line (`run`, `dev`, `simulate`, `check`, `ctl set`, `tail`, `bench`).
+//! - [`cli`]: the command line of the product (`run`, `simulate`, `check`, `ctl set`, `tail`, …); the
+//!   binary adds the tools `dev` and `bench`, which live outside this library (`src/dev`, `src/bench`).
 //! - [`metrics`]: Prometheus metric names and descriptions, recording helpers, notable events that log and count.
 //! - [`admin`]: the admin HTTP API: health, readiness, `/metrics`, task state and explain.
-//! - [`bench`](mod@bench): `reactor bench`: end-to-end throughput and latency against a minimal rdkafka loop, ratios next to the DESIGN §13 targets.
 
 #[cfg_attr(
     not(test),
@@ -66,7 +66,6 @@
 )]
 pub mod action;
 pub mod admin;
-pub mod bench;
 #[cfg_attr(
     not(test),
     deny(
@@ -104,7 +103,6 @@ pub mod cron;
     )
 )]
 pub mod ctl;
-pub mod dev;
 #[cfg_attr(
     not(test),
     deny(
@@ -176,6 +174,7 @@ pub mod router;
 pub mod run;
 pub mod runtime;
 pub mod service;
+pub mod shell;
 pub mod sim;
 #[cfg_attr(
     not(test),

@@ -116,6 +116,12 @@ impl Router {
         partition_for(key.as_bytes(), self.partitions)
     }
 
+    /// The partition of pool `name`: its tasks' shard (a pool's limit is
+    /// exact because one shard owns all its tasks).
+    pub fn pool(&self, name: &str) -> i32 {
+        partition_for(name.as_bytes(), self.partitions)
+    }
+
     /// The partition of task `id`; `None` for a task not configured.
     pub fn task(&self, id: &str) -> Option<i32> {
         self.tasks.get(id).copied()

@@ -15,7 +15,9 @@ use crate::config::Config;
 use crate::ctl::ParamName;
 use crate::engine::{Command, Engine, Input, RunResult, StageReply, TaskView, TimerChange, Update};
 use crate::offer::{self, Body, Change, OfferChange};
+use crate::router::Router;
 use crate::run::Status;
+use crate::shell::driver::{Driver, Refused, Sink};
 
 /// Why the simulation stopped.
 #[derive(Debug, thiserror::Error)]
@@ -356,14 +358,11 @@ pub fn parse_line(text: &str, line: usize) -> Result<InputLine, Error> {
     Ok(input)
 }
 
-/// The engine, its clock, its durable log and the simulated workers.
-pub struct Simulator {
-    config: Config,
-    engine: Engine,
+/// What the simulated workers and a restore need from the outputs so far.
+#[derive(Default)]
+struct Book {
     /// Changelog records emitted so far: what a restore reads.
     log: Vec<ChangelogRecord>,
-    /// Latest CTL value per parameter: the global table a restore re-feeds.
-    ctl: BTreeMap<ParamName, Timestamp>,
     /// `(task, attempt)` → `(run id, pass)` of every run command seen.
     attempts: HashMap<(String, u32), (String, u64)>,
     /// Task → `(run id, pass)` of its latest run command.
@@ -373,6 +372,65 @@ pub struct Simulator {
     /// `(process, key, attempt)` → `(run id, pass)` of the step run commands
     /// of each key's latest step.
     step_attempts: HashMap<(String, String, u32), (String, u64)>,
+}
+
+impl Book {
+    fn record(&mut self, at: Timestamp, actions: Vec<Action>, out: &mut Vec<Output>) {
+        for action in actions {
+            match &action {
+                Action::Run(run) => {
+                    let ids = (run.run_id.clone(), run.pass);
+                    self.attempts
+                        .insert((run.task.clone(), run.attempt), ids.clone());
+                    self.current.insert(run.task.clone(), ids);
+                }
+                Action::Changelog(record) => self.log.push(record.clone()),
+                Action::StageRun(run) => {
+                    self.stage_attempts.insert(
+                        (run.stage.clone(), run.offer.clone(), run.attempt),
+                        (run.run_id.clone(), run.pass, run.version),
+                    );
+                }
+                Action::StepRun(run) => {
+                    if run.attempt == 1 {
+                        // A new step: the attempts of the one before are gone.
+                        self.step_attempts
+                            .retain(|(p, k, _), _| !(*p == run.process && *k == run.key));
+                    }
+                    self.step_attempts.insert(
+                        (run.process.clone(), run.key.clone(), run.attempt),
+                        (run.run_id.clone(), run.pass),
+                    );
+                }
+                Action::Event(_) | Action::OfferState(_) => {}
+            }
+            out.push(Output { at, action });
+        }
+    }
+}
+
+/// The simulator's sink: every action becomes an output line and is booked.
+struct Recording<'a> {
+    book: &'a mut Book,
+    out: &'a mut Vec<Output>,
+}
+
+impl Sink for Recording<'_> {
+    fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
+        self.book.record(at, actions, self.out);
+    }
+}
+
+/// The shard driven by [`Driver`] (as the runtime drives each of its
+/// shards), its clock, its durable log and the simulated workers.
+pub struct Simulator {
+    config: Config,
+    /// One partition: the simulated shard owns every key, pool and offer.
+    router: Router,
+    driver: Driver,
+    book: Book,
+    /// Latest CTL value per parameter: the global table a restore re-feeds.
+    ctl: BTreeMap<ParamName, Timestamp>,
     now: Option<Timestamp>,
     started: bool,
 }
@@ -380,16 +438,14 @@ pub struct Simulator {
 impl Simulator {
     /// A simulator over a fresh shard owning every task.
     pub fn new(config: Config) -> Simulator {
-        let engine = Engine::new(&config);
+        let router = Router::new(&config, 1);
+        let driver = Driver::new(0, Engine::new(&config));
         Simulator {
             config,
-            engine,
-            log: Vec::new(),
+            router,
+            driver,
+            book: Book::default(),
             ctl: BTreeMap::new(),
-            attempts: HashMap::new(),
-            current: HashMap::new(),
-            stage_attempts: HashMap::new(),
-            step_attempts: HashMap::new(),
             now: None,
             started: false,
         }
@@ -405,15 +461,16 @@ impl Simulator {
             });
         }
         let mut out = Vec::new();
+        let at = input.at;
+        let engine_error = |error| Error::Engine { line, error };
         if !self.started {
             self.started = true;
-            let actions = self
-                .engine
-                .start(input.at)
-                .map_err(|error| Error::Engine { line, error })?;
-            self.record(input.at, actions, &mut out);
+            let mut sink = Recording {
+                book: &mut self.book,
+                out: &mut out,
+            };
+            self.driver.start(at, &mut sink).map_err(engine_error)?;
         }
-        self.advance(input.at, &mut out)?;
         // The rules Kafka inputs pass: a line Kafka would refuse stops the
         // simulation.
         let invalid = |e: DecodeError| Error::BadInput {
@@ -424,8 +481,22 @@ impl Simulator {
             let c = validate::ctl_change(c.entity, c.param, c.value).map_err(invalid)?;
             self.ctl
                 .insert(ParamName::new(c.entity.clone(), c.param.clone()), c.value);
-            c.into()
+            let mut sink = Recording {
+                book: &mut self.book,
+                out: &mut out,
+            };
+            self.driver
+                .apply_ctl(&c, at, None, &mut sink)
+                .map_err(engine_error)?;
+            self.now = Some(at);
+            return Ok(out);
         } else if let Some(c) = input.complete {
+            // Timers due before the result fire first: the current run may change.
+            let mut sink = Recording {
+                book: &mut self.book,
+                out: &mut out,
+            };
+            self.driver.advance(at, &mut sink).map_err(engine_error)?;
             Input::Result(validate::run_result(self.result(c, line)?).map_err(invalid)?)
         } else if let Some(o) = input.offer {
             Input::Offer(validate::offer_change(o.into_change(line)?).map_err(invalid)?)
@@ -452,16 +523,19 @@ impl Simulator {
                 message: "no input".to_string(),
             });
         };
-        let actions = self
-            .engine
-            .apply(engine_input, input.at)
-            .map_err(|error| Error::Engine { line, error })?;
-        self.record(input.at, actions, &mut out);
-        // Work the input scheduled for now (a rescan's next chunks) happens now.
-        self.advance(input.at, &mut out)?;
+        let mut sink = Recording {
+            book: &mut self.book,
+            out: &mut out,
+        };
+        self.driver
+            .apply(engine_input, at, None, &mut sink)
+            .map_err(|refused| match refused {
+                Refused::Invalid(e) => invalid(e),
+                Refused::Broke(error) => Error::Engine { line, error },
+            })?;
+        self.now = Some(at);
         Ok(out)
     }
-
     /// The worker's reply a `complete` input stands for.
     fn result(&self, c: Complete, line: usize) -> Result<RunResult, Error> {
         let bad = |message: &str| Error::BadInput {
@@ -484,8 +558,8 @@ impl Simulator {
                     ));
                 }
                 let known = match c.attempt {
-                    Some(n) => self.attempts.get(&(task.clone(), n)),
-                    None => self.current.get(&task),
+                    Some(n) => self.book.attempts.get(&(task.clone(), n)),
+                    None => self.book.current.get(&task),
                 };
                 // A task that never ran gets a run id that cannot match, so the
                 // engine's rejection path is what the scenario sees.
@@ -500,10 +574,11 @@ impl Simulator {
                 let (stage, offer) = (name("stage", stage)?, name("offer", offer)?);
                 let known = match c.attempt {
                     Some(n) => self
+                        .book
                         .stage_attempts
                         .get(&(stage.clone(), offer.clone(), n))
                         .cloned(),
-                    None => self.engine.stage_run(&stage, &offer),
+                    None => self.driver.engine().stage_run(&stage, &offer),
                 };
                 let (run_id, pass, version) = known
                     .unwrap_or_else(|| (crate::run::run_id(&format!("{stage}/{offer}"), 0), 0, 0));
@@ -538,10 +613,11 @@ impl Simulator {
                 let (process, key) = (c.process.unwrap_or_default(), c.key.unwrap_or_default());
                 let known = match c.attempt {
                     Some(n) => self
+                        .book
                         .step_attempts
                         .get(&(process.clone(), key.clone(), n))
                         .cloned(),
-                    None => self.engine.step_run(&process, &key),
+                    None => self.driver.engine().step_run(&process, &key),
                 };
                 let (run_id, pass) = known
                     .unwrap_or_else(|| (crate::run::run_id(&format!("{process}/{key}#0.0"), 0), 0));
@@ -566,13 +642,13 @@ impl Simulator {
     /// Advances the clock to `until`, firing every timer due on the way at
     /// its own deadline.
     pub fn advance(&mut self, until: Timestamp, out: &mut Vec<Output>) -> Result<(), Error> {
-        while let Some(at) = self.engine.next_deadline().filter(|at| *at <= until) {
-            let actions = self
-                .engine
-                .tick(at)
-                .map_err(|error| Error::Engine { line: 0, error })?;
-            self.record(at, actions, out);
-        }
+        let mut sink = Recording {
+            book: &mut self.book,
+            out,
+        };
+        self.driver
+            .advance(until, &mut sink)
+            .map_err(|error| Error::Engine { line: 0, error })?;
         self.now = Some(self.now.map_or(until, |now| now.max(until)));
         Ok(())
     }
@@ -580,19 +656,23 @@ impl Simulator {
     /// Drops the engine and rebuilds it from the changelog records emitted
     /// so far and the CTL table, as a new partition owner would.
     pub fn crash_and_restore(&mut self) -> Result<Vec<Output>, Error> {
-        let mut engine = Engine::restore(&self.config, |_| true, self.log.iter().cloned())
-            .map_err(Error::Restore)?;
-        for (name, value) in &self.ctl {
-            engine.load_ctl(name, *value);
-        }
-        self.engine = engine;
+        self.driver = Driver::restore(
+            &self.config,
+            &self.router,
+            0,
+            self.book.log.iter().cloned(),
+            self.ctl.iter().map(|(name, value)| (name, *value)),
+        )
+        .map_err(Error::Restore)?;
         let mut out = Vec::new();
         if let Some(now) = self.now {
-            let actions = self
-                .engine
-                .start(now)
+            let mut sink = Recording {
+                book: &mut self.book,
+                out: &mut out,
+            };
+            self.driver
+                .start(now, &mut sink)
                 .map_err(|error| Error::Engine { line: 0, error })?;
-            self.record(now, actions, &mut out);
         }
         Ok(out)
     }
@@ -600,45 +680,12 @@ impl Simulator {
     /// The view of a task at the simulator's clock.
     pub fn explain(&self, task: &str) -> Option<(Timestamp, TaskView)> {
         let now = self.now?;
-        Some((now, self.engine.task_view(task, now)?))
+        Some((now, self.driver.engine().task_view(task, now)?))
     }
 
     /// The shard.
     pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    fn record(&mut self, at: Timestamp, actions: Vec<Action>, out: &mut Vec<Output>) {
-        for action in actions {
-            match &action {
-                Action::Run(run) => {
-                    let ids = (run.run_id.clone(), run.pass);
-                    self.attempts
-                        .insert((run.task.clone(), run.attempt), ids.clone());
-                    self.current.insert(run.task.clone(), ids);
-                }
-                Action::Changelog(record) => self.log.push(record.clone()),
-                Action::StageRun(run) => {
-                    self.stage_attempts.insert(
-                        (run.stage.clone(), run.offer.clone(), run.attempt),
-                        (run.run_id.clone(), run.pass, run.version),
-                    );
-                }
-                Action::StepRun(run) => {
-                    if run.attempt == 1 {
-                        // A new step: the attempts of the one before are gone.
-                        self.step_attempts
-                            .retain(|(p, k, _), _| !(*p == run.process && *k == run.key));
-                    }
-                    self.step_attempts.insert(
-                        (run.process.clone(), run.key.clone(), run.attempt),
-                        (run.run_id.clone(), run.pass),
-                    );
-                }
-                Action::Event(_) | Action::OfferState(_) => {}
-            }
-            out.push(Output { at, action });
-        }
+        self.driver.engine()
     }
 }
 

@@ -118,7 +118,6 @@ pub(super) fn measure(
     tracing::info!(records = relayed?, "baseline loop stopped");
 
     Ok(Measurement {
-        records: plan.changes,
         elapsed: burst.elapsed,
         throughput,
         latency: steady.and_then(|s| Summary::of(s.latencies)),

@@ -233,7 +233,6 @@ pub(super) fn measure(
     instance.stop(plan.timeout)?;
 
     Ok(Measurement {
-        records: plan.changes,
         elapsed: burst.elapsed,
         throughput,
         latency: steady

@@ -9,8 +9,6 @@ use super::stats::Summary;
 /// What one system achieved.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    /// Records of the throughput phase.
-    pub records: usize,
     /// First produce call to the last output received, throughput phase.
     pub elapsed: Duration,
     /// Records per second of the throughput phase.
@@ -486,7 +484,6 @@ mod tests {
     fn measurement(throughput: f64, p99_ms: u64) -> Measurement {
         let d = Duration::from_millis(p99_ms);
         Measurement {
-            records: 100,
             elapsed: Duration::from_secs(1),
             throughput,
             latency: Some(Summary {

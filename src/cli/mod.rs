@@ -1,5 +1,6 @@
-//! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `offer …`,
-//! `rescan`, `tail`, `bench`.
+//! The command line of the product: `run`, `simulate`, `check`, `ctl set`,
+//! `offer …`, `launch`, `submit`, `rescan`, `tail`. The `reactor` binary adds
+//! its tools (`dev`, `bench`), which live outside the library.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -27,8 +28,9 @@ pub struct Cli {
     command: Cmd,
 }
 
+/// The product's commands (the binary adds its tools, `dev` and `bench`).
 #[derive(Debug, Subcommand)]
-enum Cmd {
+pub enum Cmd {
     /// Run an instance against Kafka (all instances of a deployment share `kafka.group_id`).
     Run {
         /// Configuration file (TOML).
@@ -43,22 +45,6 @@ enum Cmd {
         /// This instance's stable name (transactional id suffix; default: host name).
         #[arg(long, env = "REACTOR_INSTANCE_ID")]
         instance_id: Option<String>,
-        /// Log as JSON lines.
-        #[arg(long)]
-        log_json: bool,
-    },
-    /// Run Reactor on its embedded default: an in-process mock Kafka cluster,
-    /// a demo CTL producer and demo workers, printing every decision.
-    Dev {
-        /// Configuration file (default: the embedded examples/dev.toml).
-        #[arg(short, long)]
-        config: Option<PathBuf>,
-        /// Admin API address.
-        #[arg(long, default_value = crate::admin::DEFAULT_ADDR)]
-        admin: std::net::SocketAddr,
-        /// Stop after this long (e.g. 30s); default: until Ctrl-C.
-        #[arg(long, value_name = "DURATION")]
-        r#for: Option<crate::duration::Duration>,
         /// Log as JSON lines.
         #[arg(long)]
         log_json: bool,
@@ -85,9 +71,6 @@ enum Cmd {
     Rescan(tools::RescanArgs),
     /// Print a topic's records decoded, as JSON lines.
     Tail(tools::TailArgs),
-    /// Measure end-to-end throughput and latency against a minimal rdkafka
-    /// consume→produce loop on the same broker, exactly-once on and off.
-    Bench(crate::bench::BenchArgs),
     /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
     /// every decision as a JSON line on stdout.
     Simulate {
@@ -119,10 +102,14 @@ enum Cmd {
     },
 }
 
-/// Entry point of the binary.
+/// Entry point of a binary with only the product's commands.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
+    run(Cli::parse().command)
+}
+
+/// Runs one of the product's commands.
+pub fn run(command: Cmd) -> ExitCode {
+    match command {
         Cmd::Run {
             config,
             brokers,
@@ -137,59 +124,12 @@ pub fn main() -> ExitCode {
             };
             tools::run(loaded.config, brokers, admin, instance_id)
         }
-        Cmd::Dev {
-            config,
-            admin,
-            r#for,
-            log_json,
-        } => {
-            init_logs(log_json);
-            let config = match config
-                .map(|p| std::fs::read_to_string(&p).map(|t| (t, p.display().to_string())))
-            {
-                None => None,
-                Some(Ok(c)) => Some(c),
-                Some(Err(e)) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let options = crate::dev::DevOptions {
-                config,
-                admin,
-                duration: r#for.map(crate::duration::Duration::to_std),
-            };
-            match crate::dev::run(options) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e @ crate::dev::Error::Config(_)) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
         Cmd::Ctl { command } => tools::ctl(command),
         Cmd::Offer { command } => tools::offer(command),
         Cmd::Rescan(args) => tools::rescan(args),
         Cmd::Launch(args) => launch::launch(args),
         Cmd::Submit(args) => launch::submit(args),
         Cmd::Tail(args) => tools::tail(args),
-        Cmd::Bench(args) => {
-            init_logs(false);
-            match crate::bench::run(&args) {
-                Ok(report) => {
-                    println!("{report}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {
                 let c = &loaded.config;
@@ -237,7 +177,7 @@ pub fn main() -> ExitCode {
 }
 
 /// Logs go to stderr; `RUST_LOG` filters them (default `info`).
-fn init_logs(json: bool) {
+pub fn init_logs(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

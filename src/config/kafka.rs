@@ -23,6 +23,17 @@ pub struct KafkaSettings {
     pub exactly_once: bool,
     /// How long a batch collects inputs before it is committed.
     pub commit_interval: Duration,
+    /// How long the group waits for an instance that stopped heartbeating
+    /// before its shards move (librdkafka `session.timeout.ms`). An instance
+    /// that restarts within it takes its shards back without a rebalance
+    /// (static membership by `instance_id`); one that never returns has its
+    /// shards moved after it. Also the transaction timeout, so that a
+    /// transaction left open by a killed instance is aborted by then.
+    pub session_timeout: Duration,
+    /// Warm standbys: with 1 or more, this instance keeps reading the
+    /// changelog of every shard it does not own, so taking one over restores
+    /// only the records written since (memory: the state of every shard).
+    pub standbys: u32,
     /// Partitions of the topics Reactor creates when they are missing.
     pub partitions: i32,
     /// Replication factor of the topics Reactor creates.
@@ -43,6 +54,8 @@ impl Default for KafkaSettings {
             instance_id: None,
             exactly_once: true,
             commit_interval: Duration::from_millis(100),
+            session_timeout: Duration::from_secs(10),
+            standbys: 0,
             partitions: 6,
             replication_factor: 1,
             topics: Topics::default(),
@@ -147,6 +160,10 @@ pub(super) struct KafkaFile {
     exactly_once: Option<bool>,
     /// Batch commit interval (default 100ms).
     commit_interval: Option<Spanned<Duration>>,
+    /// Group session timeout (default 10s).
+    session_timeout: Option<Spanned<Duration>>,
+    /// Warm standbys (default 0).
+    standbys: Option<u32>,
     /// Partitions of created topics (default 6).
     partitions: Option<Spanned<i32>>,
     /// Replication factor of created topics (default 1).
@@ -214,6 +231,23 @@ pub(super) fn settings(source: &Source<'_>, k: KafkaFile) -> Result<KafkaSetting
             ));
         }
         settings.commit_interval = *interval.get_ref();
+    }
+    if let Some(timeout) = &k.session_timeout {
+        // The bounds every Kafka broker accepts by default
+        // (group.min/max.session.timeout.ms).
+        if timeout.get_ref().to_std() < std::time::Duration::from_secs(6)
+            || timeout.get_ref().to_std() > std::time::Duration::from_secs(300)
+        {
+            return Err(section.invalid(
+                timeout,
+                "session_timeout",
+                "must be between 6s and 5min (the brokers' default bounds), e.g. \"10s\"",
+            ));
+        }
+        settings.session_timeout = *timeout.get_ref();
+    }
+    if let Some(standbys) = k.standbys {
+        settings.standbys = standbys;
     }
     for (value, field, target) in [
         (&k.partitions, "partitions", &mut settings.partitions),
@@ -290,8 +324,11 @@ mod tests {
         assert!(k.exactly_once);
         assert_eq!(k.commit_interval, Duration::from_millis(100));
         assert_eq!(k.partitions, 6);
+        assert_eq!(k.session_timeout, Duration::from_secs(10));
+        assert_eq!(k.standbys, 0);
         let text = "[kafka]\nbrokers = \"b:9092\"\ngroup_id = \"g\"\ninstance_id = \"i\"\n\
                     exactly_once = false\ncommit_interval = \"1s\"\npartitions = 3\n\
+                    session_timeout = \"30s\"\nstandbys = 1\n\
                     replication_factor = 2\n[kafka.topics]\nruns = \"r\"\n\
                     [kafka.librdkafka]\n\"security.protocol\" = \"SSL\"\n";
         let k = parse(text, "t.toml").unwrap().config.kafka;
@@ -300,6 +337,10 @@ mod tests {
         assert_eq!(k.instance_id.as_deref(), Some("i"));
         assert!(!k.exactly_once);
         assert_eq!(k.commit_interval, Duration::from_secs(1));
+        assert_eq!(
+            (k.session_timeout, k.standbys),
+            (Duration::from_secs(30), 1)
+        );
         assert_eq!((k.partitions, k.replication_factor), (3, 2));
         assert_eq!(k.topics.runs, "r");
         assert_eq!(k.topics.results, "reactor.results");
@@ -316,6 +357,11 @@ mod tests {
                 "must be positive",
             ),
             ("partitions = 0", "partitions", "must be at least 1"),
+            (
+                "session_timeout = \"2s\"",
+                "session_timeout",
+                "must be between 6s and 5min",
+            ),
             (
                 "replication_factor = -1",
                 "replication_factor",

@@ -220,17 +220,14 @@ impl Runtime {
         let mut active = Vec::with_capacity(self.shards.len());
         let mut offers = 0;
         for shard in self.shards.values_mut() {
-            metrics::record_engine(
-                &mut shard.stats,
-                shard.engine.stats(),
-                &shard.engine.pool_stats(),
-            );
-            metrics::record_offer_counters(&mut shard.offer_stats, shard.engine.offer_counters());
-            tasks.extend(shard.engine.task_summaries());
-            stages.push(shard.engine.stage_stats());
-            jobs.push(shard.engine.job_stats());
-            active.push(shard.engine.active_instances());
-            offers += shard.engine.offer_count();
+            let engine = shard.driver.engine();
+            metrics::record_engine(&mut shard.stats, engine.stats(), &engine.pool_stats());
+            metrics::record_offer_counters(&mut shard.offer_stats, engine.offer_counters());
+            tasks.extend(shard.engine().task_summaries());
+            stages.push(shard.engine().stage_stats());
+            jobs.push(shard.engine().job_stats());
+            active.push(shard.engine().active_instances());
+            offers += shard.engine().offer_count();
         }
         metrics::record_tasks(&tasks, now);
         metrics::record_stages(&stages, offers);

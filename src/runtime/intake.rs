@@ -19,10 +19,10 @@ use super::output::{self, OutRecord};
 use crate::action::Action;
 use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
-use crate::engine::{parse_stage_run_id, Engine, Input, OfferCounters, Stats, Update};
+use crate::engine::{Engine, Input, OfferCounters, Stats};
 use crate::metrics;
-use crate::offer::{Change, OfferChange};
 use crate::router::Route;
+use crate::shell::driver::{Driver, Refused, Sink};
 
 /// What an input topic carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ pub struct Shard {
     /// The engine broke an invariant in this batch (a bug): its state may
     /// hold part of a step, so the runtime rebuilds it from the changelog.
     pub(super) broken: bool,
-    pub(super) engine: Engine,
+    pub(super) driver: Driver,
     pub(super) pending: Vec<OutRecord>,
     /// Dead letters among `pending`, logged and counted at commit.
     pub(super) dead: Vec<DeadNote>,
@@ -122,7 +122,7 @@ impl Shard {
         Shard {
             partition,
             broken: false,
-            engine,
+            driver: Driver::new(partition, engine),
             pending: Vec::new(),
             dead: Vec::new(),
             ctl_marks,
@@ -133,7 +133,7 @@ impl Shard {
 
     /// The shard's engine.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.driver.engine()
     }
 
     /// Records decided since the last commit.
@@ -148,12 +148,10 @@ impl Shard {
 
     /// The same shard over a rebuilt `engine`: the batch's records and
     /// dead-letter marks carry over.
-    pub(super) fn rebuilt(self, engine: Engine) -> Shard {
-        Shard {
-            engine,
-            broken: false,
-            ..self
-        }
+    pub(super) fn rebuilt(mut self, engine: Engine) -> Shard {
+        self.driver.replace(engine);
+        self.broken = false;
+        self
     }
 
     /// Whether the engine broke an invariant since it was built.
@@ -180,51 +178,26 @@ impl Shard {
         self.dead.clear();
     }
 
-    /// Encodes `actions` decided at `now` into the pending records.
-    pub fn emit(&mut self, ctx: &Context<'_>, actions: &[Action], now: Timestamp) {
-        metrics::record_actions(self.partition, actions);
-        let mut records = Vec::with_capacity(actions.len());
-        output::encode(actions, self.partition, ctx.settings, now, &mut records);
-        for record in records {
-            self.push(ctx, record);
-        }
+    /// Where the driver's decisions go: encoded into the pending records.
+    fn outbox<'a>(&'a mut self, ctx: &'a Context<'a>) -> (&'a mut Driver, Outbox<'a>) {
+        let outbox = Outbox {
+            ctx,
+            partition: self.partition,
+            pending: &mut self.pending,
+            dead: &mut self.dead,
+        };
+        (&mut self.driver, outbox)
     }
 
-    /// Adds `record` to the pending records. One the producer would refuse
-    /// (larger than `message.max.bytes`) would abort every transaction that
-    /// carries it: it goes to the dead-letter topic instead, cut. The input
-    /// limits ([`codec::limits`]) keep this from happening.
+    /// Starts the (restored) shard at `now`; `Err` when its engine broke
+    /// an invariant doing so.
+    pub fn start(&mut self, ctx: &Context<'_>, now: Timestamp) -> Result<(), crate::engine::Error> {
+        let (driver, mut outbox) = self.outbox(ctx);
+        driver.start(now, &mut outbox)
+    }
+
     fn push(&mut self, ctx: &Context<'_>, record: OutRecord) {
-        let size = record.size();
-        if size <= ctx.max_record_bytes {
-            self.pending.push(record);
-            return;
-        }
-        metrics::OutputOversize {
-            topic: &record.topic,
-            size,
-            limit: ctx.max_record_bytes,
-        }
-        .emit();
-        let reason = format!(
-            "an output of {size} bytes to {} is over message.max.bytes = {}",
-            record.topic, ctx.max_record_bytes
-        );
-        let source = Source {
-            topic: &record.topic,
-            partition: record.partition.unwrap_or(-1),
-            offset: -1,
-        };
-        let (letter, note) = dead::letter(
-            &ctx.settings.topics.dead,
-            ctx.max_record_bytes,
-            source,
-            Some(&record.key),
-            record.payload.as_deref(),
-            &reason,
-        );
-        self.pending.push(letter);
-        self.dead.push(note);
+        push(ctx, &mut self.pending, &mut self.dead, record);
     }
 
     /// Refuses `record` for `reason`: its dead letter joins the pending
@@ -274,6 +247,72 @@ impl Shard {
         });
         true
     }
+}
+
+/// The runtime's sink: actions encoded into a shard's pending records.
+struct Outbox<'a> {
+    ctx: &'a Context<'a>,
+    partition: i32,
+    pending: &'a mut Vec<OutRecord>,
+    dead: &'a mut Vec<DeadNote>,
+}
+
+impl Sink for Outbox<'_> {
+    fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
+        let mut records = Vec::with_capacity(actions.len());
+        output::encode(
+            &actions,
+            self.partition,
+            self.ctx.settings,
+            at,
+            &mut records,
+        );
+        for record in records {
+            push(self.ctx, self.pending, self.dead, record);
+        }
+    }
+}
+
+/// Adds `record` to the pending records. One the producer would refuse
+/// (larger than `message.max.bytes`) would abort every transaction that
+/// carries it: it goes to the dead-letter topic instead, cut. The input
+/// limits ([`codec::limits`]) keep this from happening.
+fn push(
+    ctx: &Context<'_>,
+    pending: &mut Vec<OutRecord>,
+    dead: &mut Vec<DeadNote>,
+    record: OutRecord,
+) {
+    let size = record.size();
+    if size <= ctx.max_record_bytes {
+        pending.push(record);
+        return;
+    }
+    metrics::OutputOversize {
+        topic: &record.topic,
+        size,
+        limit: ctx.max_record_bytes,
+    }
+    .emit();
+    let reason = format!(
+        "an output of {size} bytes to {} is over message.max.bytes = {}",
+        record.topic, ctx.max_record_bytes
+    );
+    let source = Source {
+        topic: &record.topic,
+        partition: record.partition.unwrap_or(-1),
+        offset: -1,
+    };
+    let (letter, note) = dead::letter(
+        &ctx.settings.topics.dead,
+        ctx.max_record_bytes,
+        source,
+        Some(&record.key),
+        record.payload.as_deref(),
+        &reason,
+    );
+    pending.push(letter);
+    dead.push(note);
 }
 
 /// Decodes and validates a record of `role`: the input, or why not.
@@ -382,30 +421,15 @@ fn apply(
     input: Input,
     now: Timestamp,
 ) -> Outcome {
-    if let Err(e) = bound_body(&shard.engine, &input) {
-        return shard.reject(ctx, record, e.to_string());
-    }
-    let success = match &input {
-        Input::Result(r) if r.status == crate::run::Status::Succeeded => {
-            Some((shard.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
-        }
-        _ => None,
-    };
-    let actions = match shard.engine.apply(input, now) {
-        Ok(actions) => actions,
-        Err(e) => {
+    let (driver, mut outbox) = shard.outbox(ctx);
+    match driver.apply(input, now, record.produced_at, &mut outbox) {
+        Ok(()) => Outcome::Applied,
+        Err(Refused::Invalid(e)) => shard.reject(ctx, record, e.to_string()),
+        Err(Refused::Broke(e)) => {
             shard.broke(record.topic, record.offset, &e);
-            return shard.reject(ctx, record, e.to_string());
+            shard.reject(ctx, record, e.to_string())
         }
-    };
-    if let Some((kind, run_id, pass)) = success {
-        metrics::record_success(kind, &run_id, pass, &actions);
     }
-    if let Some(at) = record.produced_at {
-        metrics::record_dispatch_latency(&actions, at, now);
-    }
-    shard.emit(ctx, &actions, now);
-    Outcome::Applied
 }
 
 /// Applies a CTL change to `shard` at `now` (every owned shard gets each one).
@@ -416,62 +440,18 @@ pub fn apply_ctl(
     produced_at: Option<Timestamp>,
     now: Timestamp,
 ) {
-    let actions = match shard
-        .engine
-        .apply_ctl(&change.entity, &change.param, change.value, now)
-    {
-        Ok(actions) => actions,
-        // Triggers are level-based: the rebuilt shard's start evaluates
-        // what this change affects again.
-        Err(e) => return shard.broke("ctl", -1, &e),
-    };
-    if actions.is_empty() {
-        return;
+    let (driver, mut outbox) = shard.outbox(ctx);
+    // Triggers are level-based: the rebuilt shard's start evaluates what
+    // this change affects again.
+    if let Err(e) = driver.apply_ctl(change, now, produced_at, &mut outbox) {
+        shard.broke("ctl", -1, &e);
     }
-    if let Some(at) = produced_at {
-        metrics::record_dispatch_latency(&actions, at, now);
-    }
-    shard.emit(ctx, &actions, now);
 }
 
-/// Fires the shard's timers due at `now`.
+/// Fires the shard's timers due at or before `now`, each at its deadline.
 pub fn tick(shard: &mut Shard, ctx: &Context<'_>, now: Timestamp) {
-    if shard.engine.next_deadline().is_some_and(|d| d <= now) {
-        match shard.engine.tick(now) {
-            Ok(actions) => shard.emit(ctx, &actions, now),
-            Err(e) => shard.broke("timers", -1, &e),
-        }
+    let (driver, mut outbox) = shard.outbox(ctx);
+    if let Err(e) = driver.advance(now, &mut outbox) {
+        shard.broke("timers", -1, &e);
     }
-}
-
-/// Refuses a patch (an offer change's, or a stage update's) that would make
-/// the offer's body larger than [`limits::MAX_BODY_BYTES`]: every output
-/// about the offer carries its body.
-fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
-    let (id, patch, field) = match input {
-        Input::Offer(OfferChange {
-            offer_id,
-            change: Change::Patch(patch),
-            ..
-        }) => (offer_id.as_str(), patch, "patch"),
-        Input::Result(r) => match (&r.stage.update, parse_stage_run_id(&r.run_id)) {
-            (Some(Update::Patch(patch)), Some((_, id))) => (id, patch, "update"),
-            _ => return Ok(()),
-        },
-        _ => return Ok(()),
-    };
-    // A new offer starts from `{}`: the patch alone was checked.
-    let Some(view) = engine.offer_view(id) else {
-        return Ok(());
-    };
-    let body = crate::offer::patched(&view.body, patch);
-    limits::check_object(field, &body, limits::MAX_BODY_BYTES).map_err(|e| match e {
-        DecodeError::FieldTooLarge { size, limit, .. } => DecodeError::InvalidField {
-            field,
-            reason: format!(
-                "the offer's body would be {size} bytes with it, over the limit of {limit}"
-            ),
-        },
-        other => other,
-    })
 }

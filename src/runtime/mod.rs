@@ -281,7 +281,7 @@ impl Runtime {
             })
             .collect();
         for shard in self.shards.values() {
-            for stats in shard.engine.stage_stats() {
+            for stats in shard.engine().stage_stats() {
                 if let Some(total) = totals.iter_mut().find(|t| t.stage == stats.stage) {
                     total.live += stats.live;
                     total.rescan += stats.rescan;
@@ -305,7 +305,7 @@ impl Runtime {
                     let mut all: Vec<_> = self
                         .shards
                         .values()
-                        .flat_map(|s| s.engine.task_summaries())
+                        .flat_map(|s| s.engine().task_summaries())
                         .collect();
                     all.sort_by(|a, b| a.id.cmp(&b.id));
                     let _ = reply.send(all);
@@ -314,7 +314,7 @@ impl Runtime {
                     let view = self
                         .shards
                         .values()
-                        .find_map(|s| s.engine.task_view(&id, now));
+                        .find_map(|s| s.engine().task_view(&id, now));
                     let _ = reply.send(view);
                 }
                 Query::Offer { id, reply } => {
@@ -323,7 +323,7 @@ impl Runtime {
                     let view = self
                         .shards
                         .get(&owner)
-                        .and_then(|s| s.engine.offer_view(&id));
+                        .and_then(|s| s.engine().offer_view(&id));
                     let _ = reply.send(view);
                 }
                 Query::Stages { reply } => {
@@ -338,12 +338,15 @@ impl Runtime {
                     let view = self
                         .shards
                         .get(&self.router.key(&key))
-                        .and_then(|s| s.engine.process_view(&process, &key));
+                        .and_then(|s| s.engine().process_view(&process, &key));
                     let _ = reply.send(view);
                 }
                 Query::Jobs { reply } => {
-                    let shards: Vec<_> =
-                        self.shards.values().map(|s| s.engine.job_stats()).collect();
+                    let shards: Vec<_> = self
+                        .shards
+                        .values()
+                        .map(|s| s.engine().job_stats())
+                        .collect();
                     let _ = reply.send(crate::metrics::sum_jobs(&shards));
                 }
             }

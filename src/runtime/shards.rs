@@ -13,9 +13,9 @@ use super::health::Phase;
 use super::intake::Shard;
 use super::{Error, Runtime, RESTORE_TIMEOUT};
 use crate::codec;
-use crate::engine::Engine;
-use crate::kafka::{partition_for, restore};
+use crate::kafka::restore;
 use crate::metrics;
+use crate::shell::driver::Driver;
 
 impl Runtime {
     pub(super) fn handle_ownership(&mut self) -> Result<(), Error> {
@@ -145,35 +145,30 @@ impl Runtime {
                 }
             }
         }
-        let partitions = self.options.partitions;
-        let mut engine = Engine::restore(
+        let driver = Driver::restore(
             &self.options.config,
-            |pool| partition_for(pool.as_bytes(), partitions) == p,
+            &self.router,
+            p,
             records,
+            self.table
+                .iter()
+                .filter_map(|(_, name, value)| Some((name, value?))),
         )
         .map_err(|e| Error::Topic {
             topic: topic.clone(),
             message: format!("partition {p}: {e}"),
         })?;
-        // Each stage's limits are split over the partitions: set before
-        // `start`, which dispatches.
-        engine.set_partition(p as u32, partitions as u32);
-        for (_, name, value) in self.table.iter() {
-            if let Some(value) = value {
-                engine.load_ctl(name, value);
-            }
-        }
+        let engine = driver.into_engine();
         let now = self.now();
-        let actions = engine.start(now).map_err(|e| Error::Topic {
-            topic: topic.clone(),
-            message: format!("partition {p}: starting the restored shard: {e}"),
-        })?;
         let mut shard = match old {
             Some(old) => old.rebuilt(engine),
             None => Shard::new(p, engine, marks),
         };
         let (ctx, shards, _) = self.parts();
-        shard.emit(&ctx, &actions, now);
+        shard.start(&ctx, now).map_err(|e| Error::Topic {
+            topic: topic.clone(),
+            message: format!("partition {p}: starting the restored shard: {e}"),
+        })?;
         shards.insert(p, shard);
         metrics::ShardRestored {
             partition: p,
