@@ -19,7 +19,7 @@ use crate::codec::{self, Format};
 use crate::config::Config;
 use crate::engine::{Command, RunResult, StepReply};
 use crate::kafka::Clients;
-use crate::process::Position;
+use reactor::process::Position;
 use crate::run::Status;
 
 /// How long the demo's RPC node stays down, and how often it goes down.
@@ -75,7 +75,7 @@ pub fn answer(run: &StepRunCommand, since_start: Duration) -> RunResult {
         "send_tx" if node_down => (false, serde_json::json!({})),
         "send_tx" => (
             true,
-            serde_json::json!({ "tx": format!("0x{:08x}", crate::router::murmur2(run.key.as_bytes())) }),
+            serde_json::json!({ "tx": format!("0x{:08x}", reactor::router::murmur2(run.key.as_bytes())) }),
         ),
         _ => (true, serde_json::json!({ "notified": true })),
     };
