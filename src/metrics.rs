@@ -145,6 +145,15 @@ pub const ADMIN_CONNECTIONS: &str = "reactor_admin_connections";
 /// Admin API connections closed to make room, by `why` (`evicted`, `refused`).
 pub const ADMIN_CONNECTIONS_CLOSED: &str = "reactor_admin_connections_closed_total";
 
+/// Items a recovery restarted, by `kind` (task, stage, process) and `mode`.
+pub const RECOVERED: &str = "reactor_recovered_total";
+/// Items a recovery in progress has yet to walk on a shard, by `op` and
+/// `partition` (0 once it finished): a value that stops falling is a stuck
+/// operation.
+pub const RECOVERY_REMAINING: &str = "reactor_recovery_remaining";
+/// Operations answered by a shard, by `op` kind (`search`, `dry_run`, `recover`).
+pub const OPERATIONS: &str = "reactor_operations_total";
+
 /// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
 pub const BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -168,6 +177,21 @@ impl Error {
 
 /// Registers the description and unit of every metric.
 pub fn describe() {
+    describe_counter!(
+        RECOVERED,
+        Unit::Count,
+        "Items restarted by operator recoveries, by kind (task, stage, process) and mode."
+    );
+    describe_gauge!(
+        RECOVERY_REMAINING,
+        Unit::Count,
+        "Items a recovery has yet to restart on a shard, by op and partition (0 when it finished)."
+    );
+    describe_counter!(
+        OPERATIONS,
+        Unit::Count,
+        "Operations a shard answered or started, by kind (search, dry_run, recover)."
+    );
     describe_counter!(
         PROCESSES_STARTED,
         Unit::Count,
@@ -552,6 +576,36 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
             Event::StageState { applied, .. } => {
                 let applied = if *applied { "true" } else { "false" };
                 counter!(STAGE_STATE_SETS, "applied" => applied).increment(1);
+            }
+            Event::SearchResult { .. } => {
+                counter!(OPERATIONS, "kind" => "search").increment(1);
+            }
+            Event::RecoveryCounted { .. } => {
+                counter!(OPERATIONS, "kind" => "dry_run").increment(1);
+            }
+            Event::RecoveryProgress {
+                op,
+                partition: shard,
+                done,
+                total,
+                finished,
+                cancelled,
+            } => RecoveryProgress {
+                op,
+                partition: *shard,
+                done: *done,
+                total: *total,
+                finished: *finished,
+                cancelled: *cancelled,
+            }
+            .emit(),
+            Event::Recovered { subject, mode, .. } => {
+                let kind = match subject {
+                    Subject::Task { .. } => "task",
+                    Subject::Stage { .. } => "stage",
+                    Subject::Process { .. } => "process",
+                };
+                counter!(RECOVERED, "kind" => kind, "mode" => mode.clone()).increment(1);
             }
             Event::RescanProgress {
                 stage,
@@ -1142,6 +1196,59 @@ impl RescanProgress<'_> {
     }
 }
 
+/// A recovery's progress on one shard, after a chunk.
+#[derive(Clone, Copy)]
+pub struct RecoveryProgress<'a> {
+    /// The operation.
+    pub op: &'a str,
+    /// The shard.
+    pub partition: u32,
+    /// Items restarted so far.
+    pub done: u64,
+    /// Items it expected to restart.
+    pub total: u64,
+    /// No more chunks come.
+    pub finished: bool,
+    /// Stopped by an operator.
+    pub cancelled: bool,
+}
+
+impl RecoveryProgress<'_> {
+    /// Logs (at info when it starts and ends, debug between) and sets the
+    /// shard's remaining-items gauge of the operation.
+    pub fn emit(&self) {
+        if self.finished || self.done == 0 {
+            tracing::info!(
+                op = self.op,
+                partition = self.partition,
+                done = self.done,
+                total = self.total,
+                finished = self.finished,
+                cancelled = self.cancelled,
+                "recovery"
+            );
+        } else {
+            tracing::debug!(
+                op = self.op,
+                partition = self.partition,
+                done = self.done,
+                total = self.total,
+                "recovery progress"
+            );
+        }
+        if self.done == 0 && !self.finished {
+            counter!(OPERATIONS, "kind" => "recover").increment(1);
+        }
+        let remaining = if self.finished {
+            0
+        } else {
+            self.total.saturating_sub(self.done)
+        };
+        gauge!(RECOVERY_REMAINING, "op" => self.op.to_string(), "partition" => self.partition.to_string())
+            .set(remaining as f64);
+    }
+}
+
 /// The broker could not be reached; the shell retries with backoff.
 #[derive(Clone, Copy)]
 pub struct BrokerUnavailable<'a> {
@@ -1189,6 +1296,7 @@ mod tests {
             deadline: ts("2024-01-01T01:00:00Z"),
             key: "default".to_string(),
             topic: None,
+            source: None,
         })
     }
 
@@ -1431,6 +1539,7 @@ mod tests {
             state: None,
             deadline: ts("2024-01-01T01:00:00Z"),
             topic: "stage.price.runs".to_string(),
+            source: None,
         });
         let stale = Action::Event(Event::StaleVersion {
             stage: "price".to_string(),
