@@ -1,5 +1,5 @@
 //! The command line: `run`, `dev`, `simulate`, `check`, `ctl set`, `offer …`,
-//! `rescan`, `tail`, `bench`.
+//! `rescan`, `search`, `recover`, `tail`, `bench`.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -14,6 +14,7 @@ use jiff::Timestamp;
 use crate::config::{self, Loaded};
 use crate::sim::{self, Simulator};
 
+pub mod ops;
 mod tools;
 
 /// Reactor turns change streams into work.
@@ -75,6 +76,13 @@ enum Cmd {
     /// partition's owner checks its offers again and queues those the stage
     /// wants in its low-priority rescan lane.
     Rescan(tools::RescanArgs),
+    /// Find tasks, stage slots and process instances by criteria on every
+    /// partition: one `search` command each, one answer each, as a table.
+    Search(ops::SearchArgs),
+    /// Restart what the criteria find on every partition (from the start,
+    /// from a step, or retrying), in the low-priority lanes, following the
+    /// progress; or count it (`--dry-run`), or cancel one (`--cancel OP`).
+    Recover(ops::RecoverArgs),
     /// Print a topic's records decoded, as JSON lines.
     Tail(tools::TailArgs),
     /// Measure end-to-end throughput and latency against a minimal rdkafka
@@ -166,6 +174,8 @@ pub fn main() -> ExitCode {
         Cmd::Ctl { command } => tools::ctl(command),
         Cmd::Offer { command } => tools::offer(command),
         Cmd::Rescan(args) => tools::rescan(args),
+        Cmd::Search(args) => ops::search(args),
+        Cmd::Recover(args) => ops::recover(args),
         Cmd::Tail(args) => tools::tail(args),
         Cmd::Bench(args) => {
             init_logs(false);
