@@ -194,12 +194,11 @@ impl Engine {
             || self.processes.op_walk(criteria, mode, None, f)
     }
 
-    /// Answers a search: the shard's matches (up to the limit) and their count.
-    pub(super) fn search(&mut self, s: Search) {
-        let limit = s.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
+    /// The shard's items matching `criteria`: how many, and the first
+    /// `limit` of them in walk order (tasks, stage slots, process keys).
+    pub fn find(&self, criteria: &Criteria, limit: usize) -> (u64, Vec<Match>) {
         let mut total = 0u64;
         let mut matches = Vec::new();
-        let criteria = &s.criteria;
         self.walk(criteria, None, None, &mut |item| {
             if criteria.matches(item) {
                 total += 1;
@@ -209,6 +208,13 @@ impl Engine {
             }
             Flow::Go
         });
+        (total, matches)
+    }
+
+    /// Answers a search: the shard's matches (up to the limit) and their count.
+    pub(super) fn search(&mut self, s: Search) {
+        let limit = s.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
+        let (total, matches) = self.find(&s.criteria, limit);
         let partition = self.ops.partition;
         self.ops.emit(Event::SearchResult {
             op: s.id,
