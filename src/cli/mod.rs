@@ -177,6 +177,19 @@ pub fn main() -> ExitCode {
         Cmd::Search(args) => ops::search(args),
         Cmd::Recover(args) => ops::recover(args),
         Cmd::Tail(args) => tools::tail(args),
+        Cmd::Bench(args) if args.workload == crate::bench::Workload::Recovery => {
+            init_logs(false);
+            match crate::bench::recovery::run(&args) {
+                Ok(report) => {
+                    println!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Bench(args) => {
             init_logs(false);
             match crate::bench::run(&args) {

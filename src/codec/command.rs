@@ -650,6 +650,56 @@ mod tests {
     }
 
     #[test]
+    fn recovery_records_round_trip() {
+        use crate::changelog::{ChangelogRecord, Store, Value};
+        let cursors = [
+            None,
+            Some(Position::Task("orders".into())),
+            Some(Position::Stage("o/1".into(), "price".into())),
+            Some(Position::Key("payout".into(), "u/1#2".into())),
+        ];
+        for cursor in cursors {
+            let record = ChangelogRecord {
+                store: Store::Recovery,
+                key: "op-7".into(),
+                value: Some(Value::Recovery(Box::new(RecoveryRecord {
+                    criteria: Criteria {
+                        kind: Some(Kind::Process),
+                        name: Some("pay*".into()),
+                        state: Some("failed".into()),
+                        since: Some("2024-06-01T00:00:00Z".parse().unwrap()),
+                        ..Criteria::default()
+                    },
+                    mode: Mode::FromStep("send_tx".into()),
+                    cursor,
+                    done: 1000,
+                    total: 1204,
+                    started_at: "2024-06-01T02:00:00Z".parse().unwrap(),
+                }))),
+            };
+            let (key, value) = crate::codec::encode_changelog(&record);
+            assert_eq!(key, b"recovery/op-7");
+            let back = crate::codec::decode_changelog(&key, value.as_deref()).unwrap();
+            assert_eq!(back, record);
+        }
+        let bad = v1::RecoveryRecord {
+            command: Some(recover_to_proto(
+                "x",
+                &Criteria::default(),
+                &Mode::Retry,
+                false,
+            )),
+            cursor_kind: "offer".into(),
+            started_at: Some(timestamp_to_proto("2024-06-01T00:00:00Z".parse().unwrap())),
+            ..Default::default()
+        };
+        assert_eq!(
+            recovery_from_proto(bad).unwrap_err().to_string(),
+            "field `cursor_kind`: unknown kind `offer`"
+        );
+    }
+
+    #[test]
     fn operations_hand_written() {
         let c = decode_command(
             br#"{"recover":{"id":"x","kind":"process","name":"payout","state":"failed","from_step":"send_tx"}}"#,

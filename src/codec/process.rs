@@ -302,7 +302,7 @@ mod tests {
                     }),
                     wake_at: None,
                     last_error: Some("node down".into()),
-                    failed_at: None,
+                    failed_at: Some(ts("2024-05-31T23:59:00Z")),
                 },
                 queued: Some(Placement {
                     lane: Lane::Low,
@@ -316,8 +316,8 @@ mod tests {
                 started_at: ts("2024-06-01T00:00:00Z"),
                 progress_at: ts("2024-06-01T00:00:30Z"),
                 source: Some("op:9".into()),
-                runs: 0,
-                seq_base: 0,
+                runs: 5,
+                seq_base: 3,
             }),
             waiting: vec![Launch {
                 params: obj(serde_json::json!({"amount": 7})),
@@ -340,6 +340,16 @@ mod tests {
         };
         let back = key_from_proto(key_to_proto(&record)).unwrap();
         assert_eq!(back, record);
+        // A failed instance is kept whole with its outcome.
+        let mut failed = record.clone();
+        let kept = failed.active.take().map(Box::new);
+        failed.last = Some(Outcome {
+            status: Status::Failed,
+            error: Some("node down".into()),
+            instance: kept,
+            ..record.last.clone().unwrap()
+        });
+        assert_eq!(key_from_proto(key_to_proto(&failed)).unwrap(), failed);
         let empty = KeyRecord::default();
         assert_eq!(key_from_proto(key_to_proto(&empty)).unwrap(), empty);
     }
