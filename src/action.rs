@@ -50,6 +50,10 @@ pub struct RunCommand {
     pub params: BTreeMap<String, String>,
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
+    /// What caused the run: `op:ID` for an operator's recovery, `auto` for a
+    /// pass re-dispatched after a timeout; none for live work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Partition key the reply must carry (the task's pool).
     #[serde(skip)]
     pub key: String,
@@ -82,6 +86,10 @@ pub struct StageRunCommand {
     pub state: Option<serde_json::Value>,
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
+    /// What caused the run: `op:ID` for an operator's recovery, `auto` for a
+    /// pass re-dispatched after a timeout; none for live work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// The stage's run topic.
     #[serde(skip)]
     pub topic: String,
@@ -115,7 +123,9 @@ pub struct StepRunCommand {
     pub context: Body,
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
-    /// What caused the instance (`op:ID`, `auto`, `schedule`, `event:TOPIC`).
+    /// What caused the run: the instance's cause (`op:ID`, `schedule`,
+    /// `event:TOPIC`), or `auto` for a pass re-dispatched after a timeout or
+    /// an idle timeout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The job's run topic.
@@ -441,6 +451,55 @@ pub enum Event {
         /// Whether the state was replaced.
         applied: bool,
     },
+    /// A shard's answer to a `search`: its matches (at most the limit) and
+    /// how many there are.
+    SearchResult {
+        /// The operation id.
+        op: String,
+        /// The shard's partition.
+        partition: u32,
+        /// Items matching on the shard.
+        total: u64,
+        /// The first of them, in walk order (tasks, stage slots, process keys).
+        matches: Vec<crate::ops::Match>,
+    },
+    /// A dry-run recovery's count on one shard.
+    RecoveryCounted {
+        /// The operation id.
+        op: String,
+        /// The shard's partition.
+        partition: u32,
+        /// Items a recovery would restart.
+        total: u64,
+    },
+    /// Progress of a recovery on one shard, after each chunk.
+    RecoveryProgress {
+        /// The operation id.
+        op: String,
+        /// The shard's partition.
+        partition: u32,
+        /// Items restarted so far.
+        done: u64,
+        /// Items that could be restarted when it started.
+        total: u64,
+        /// No more progress comes: the shard is walked, or it was cancelled.
+        finished: bool,
+        /// Stopped by `cancel_operation`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
+    },
+    /// A recovery restarted one item: a task or stage slot queued in its
+    /// low-priority lane, a process instance's step queued in the job's
+    /// low lane (or a new instance launched: `process_started` follows).
+    Recovered {
+        /// The item (for a process: the instance recovered and its job).
+        #[serde(flatten)]
+        subject: Subject,
+        /// `op:<id>`.
+        source: String,
+        /// `from_start`, `from_step` or `retry`.
+        mode: String,
+    },
     /// Progress of a stage rescan over this shard's offers.
     RescanProgress {
         /// The stage.
@@ -481,7 +540,8 @@ impl Event {
             | Event::ProcessIdle { subject, .. }
             | Event::LaunchRejected { subject, .. }
             | Event::LaunchQueued { subject }
-            | Event::DeadlineExceeded { subject, .. } => Some(subject),
+            | Event::DeadlineExceeded { subject, .. }
+            | Event::Recovered { subject, .. } => Some(subject),
             _ => None,
         }
     }
@@ -500,6 +560,9 @@ impl Event {
             | Event::PingPong { offer, .. }
             | Event::StageState { offer, .. } => offer,
             Event::RescanProgress { stage, .. } => stage,
+            Event::SearchResult { op, .. }
+            | Event::RecoveryCounted { op, .. }
+            | Event::RecoveryProgress { op, .. } => op,
             _ => "",
         }
     }

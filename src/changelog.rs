@@ -26,6 +26,8 @@ pub enum Store {
     /// Instances a process started on the shard (the `#N` of instance ids),
     /// keyed by process name.
     Seq,
+    /// A recovery in progress, keyed by operation id.
+    Recovery,
 }
 
 impl Store {
@@ -38,6 +40,7 @@ impl Store {
             Store::Process => "process",
             Store::Schedule => "schedule",
             Store::Seq => "seq",
+            Store::Recovery => "recovery",
         }
     }
 }
@@ -58,6 +61,8 @@ pub enum Value {
     Schedule(ScheduleRecord),
     /// A process's instance counter.
     Seq(u64),
+    /// A recovery in progress.
+    Recovery(Box<crate::ops::RecoveryRecord>),
 }
 
 /// One changelog entry: a new value for `store/key`, or a tombstone.

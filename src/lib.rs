@@ -38,6 +38,7 @@
 //! - [`task`]: task states, the durable task record, pool queues.
 //! - [`run`]: run ids, pass tokens, result matching, the retry policy.
 //! - [`timers`]: deadlines ordered by `(deadline, key)`.
+//! - [`ops`]: operations: search and recovery criteria (globs), modes, search rows, recovery records.
 //! - [`engine`]: one shard's state machine, `apply(input, now) -> actions`, `tick`, `restore`.
 //! - [`action`]: what the engine decides, as data: run commands, events, changelog records.
 //! - [`changelog`]: changelog record types: the state a shard persists and restores from.
@@ -138,6 +139,17 @@ pub mod metrics;
     )
 )]
 pub mod offer;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+pub mod ops;
 #[cfg_attr(
     not(test),
     deny(

@@ -87,6 +87,19 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Bench(args) if args.workload == bench::Workload::Recovery => {
+            reactor::cli::init_logs(false);
+            match bench::recovery::run(&args) {
+                Ok(report) => {
+                    println!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Bench(args) => {
             reactor::cli::init_logs(false);
             match bench::run(&args) {

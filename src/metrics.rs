@@ -37,15 +37,17 @@ pub const TRIGGERS_EVALUATED: &str = "reactor_triggers_evaluated_total";
 /// Trigger evaluations that queued a task.
 pub const TRIGGERS_FIRED: &str = "reactor_triggers_fired_total";
 /// Run commands sent to workers (first attempts, retries and re-dispatches),
-/// by `kind` (`task`, `stage`; stage runs also by `stage`).
+/// by `kind` (`task`, `stage`, `job`; stage runs also by `stage`, job runs
+/// by `job_type`).
 pub const RUNS_DISPATCHED: &str = "reactor_runs_dispatched_total";
-/// Runs whose success was applied, by `kind` (stage runs also by `stage`).
+/// Runs whose success was applied, by `kind` (stage runs also by `stage`;
+/// job runs by `process`: a step's run id names its process, not its job).
 pub const RUNS_SUCCEEDED: &str = "reactor_runs_succeeded_total";
 /// Failed attempts, by `kind` and what follows (`next`: `backoff`,
-/// `parked`, `dead`; stage runs also by `stage`).
+/// `parked`, `dead`; stage runs also by `stage`, job runs by `job_type`).
 pub const RUNS_FAILED: &str = "reactor_runs_failed_total";
 /// Passes that got no result before their deadline, by `kind` (stage runs
-/// also by `stage`).
+/// also by `stage`, job runs by `job_type`): the seed's workTimeoutCounter.
 pub const RUNS_TIMED_OUT: &str = "reactor_runs_timed_out_total";
 /// Results not applied, by `kind` and `reason`
 /// ([`crate::run::Rejection::as_str`]). No `stage` label: a rejected result
@@ -145,6 +147,15 @@ pub const ADMIN_CONNECTIONS: &str = "reactor_admin_connections";
 /// Admin API connections closed to make room, by `why` (`evicted`, `refused`).
 pub const ADMIN_CONNECTIONS_CLOSED: &str = "reactor_admin_connections_closed_total";
 
+/// Items a recovery restarted, by `kind` (task, stage, process) and `mode`.
+pub const RECOVERED: &str = "reactor_recovered_total";
+/// Items a recovery in progress has yet to walk on a shard, by `op` and
+/// `partition` (0 once it finished): a value that stops falling is a stuck
+/// operation.
+pub const RECOVERY_REMAINING: &str = "reactor_recovery_remaining";
+/// Operations answered by a shard, by `op` kind (`search`, `dry_run`, `recover`).
+pub const OPERATIONS: &str = "reactor_operations_total";
+
 /// Histogram bucket bounds in seconds: from a fast commit to a slow restore.
 pub const BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -168,6 +179,21 @@ impl Error {
 
 /// Registers the description and unit of every metric.
 pub fn describe() {
+    describe_counter!(
+        RECOVERED,
+        Unit::Count,
+        "Items restarted by operator recoveries, by kind (task, stage, process) and mode."
+    );
+    describe_gauge!(
+        RECOVERY_REMAINING,
+        Unit::Count,
+        "Items a recovery has yet to restart on a shard, by op and partition (0 when it finished)."
+    );
+    describe_counter!(
+        OPERATIONS,
+        Unit::Count,
+        "Operations a shard answered or started, by kind (search, dry_run, recover)."
+    );
     describe_counter!(
         PROCESSES_STARTED,
         Unit::Count,
@@ -555,6 +581,36 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
             Event::StageState { applied, .. } => {
                 let applied = if *applied { "true" } else { "false" };
                 counter!(STAGE_STATE_SETS, "applied" => applied).increment(1);
+            }
+            Event::SearchResult { .. } => {
+                counter!(OPERATIONS, "kind" => "search").increment(1);
+            }
+            Event::RecoveryCounted { .. } => {
+                counter!(OPERATIONS, "kind" => "dry_run").increment(1);
+            }
+            Event::RecoveryProgress {
+                op,
+                partition: shard,
+                done,
+                total,
+                finished,
+                cancelled,
+            } => RecoveryProgress {
+                op,
+                partition: *shard,
+                done: *done,
+                total: *total,
+                finished: *finished,
+                cancelled: *cancelled,
+            }
+            .emit(),
+            Event::Recovered { subject, mode, .. } => {
+                let kind = match subject {
+                    Subject::Task { .. } => "task",
+                    Subject::Stage { .. } => "stage",
+                    Subject::Process { .. } => "process",
+                };
+                counter!(RECOVERED, "kind" => kind, "mode" => mode.clone()).increment(1);
             }
             Event::RescanProgress {
                 stage,
@@ -1158,6 +1214,59 @@ impl RescanProgress<'_> {
     }
 }
 
+/// A recovery's progress on one shard, after a chunk.
+#[derive(Clone, Copy)]
+pub struct RecoveryProgress<'a> {
+    /// The operation.
+    pub op: &'a str,
+    /// The shard.
+    pub partition: u32,
+    /// Items restarted so far.
+    pub done: u64,
+    /// Items it expected to restart.
+    pub total: u64,
+    /// No more chunks come.
+    pub finished: bool,
+    /// Stopped by an operator.
+    pub cancelled: bool,
+}
+
+impl RecoveryProgress<'_> {
+    /// Logs (at info when it starts and ends, debug between) and sets the
+    /// shard's remaining-items gauge of the operation.
+    pub fn emit(&self) {
+        if self.finished || self.done == 0 {
+            tracing::info!(
+                op = self.op,
+                partition = self.partition,
+                done = self.done,
+                total = self.total,
+                finished = self.finished,
+                cancelled = self.cancelled,
+                "recovery"
+            );
+        } else {
+            tracing::debug!(
+                op = self.op,
+                partition = self.partition,
+                done = self.done,
+                total = self.total,
+                "recovery progress"
+            );
+        }
+        if self.done == 0 && !self.finished {
+            counter!(OPERATIONS, "kind" => "recover").increment(1);
+        }
+        let remaining = if self.finished {
+            0
+        } else {
+            self.total.saturating_sub(self.done)
+        };
+        gauge!(RECOVERY_REMAINING, "op" => self.op.to_string(), "partition" => self.partition.to_string())
+            .set(remaining as f64);
+    }
+}
+
 /// The broker could not be reached; the shell retries with backoff.
 #[derive(Clone, Copy)]
 pub struct BrokerUnavailable<'a> {
@@ -1205,6 +1314,7 @@ mod tests {
             deadline: ts("2024-01-01T01:00:00Z"),
             key: "default".to_string(),
             topic: None,
+            source: None,
         })
     }
 
@@ -1447,6 +1557,7 @@ mod tests {
             state: None,
             deadline: ts("2024-01-01T01:00:00Z"),
             topic: "stage.price.runs".to_string(),
+            source: None,
         });
         let stale = Action::Event(Event::StaleVersion {
             stage: "price".to_string(),

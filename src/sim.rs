@@ -155,6 +155,26 @@ where
         .map_err(D::Error::custom)
 }
 
+/// An operation written without an `id` (the CLI always gives one) is
+/// named after its input line: `line7`, so its `source` is `op:line7`.
+fn name_operation(command: Command, line: usize) -> Command {
+    let id = || format!("line{line}");
+    match command {
+        Command::Search(mut s) if s.id.is_empty() => {
+            s.id = id();
+            Command::Search(s)
+        }
+        Command::Recover(mut r) if r.id.is_empty() => {
+            r.id = id();
+            Command::Recover(r)
+        }
+        Command::CancelOperation { id: op } if op.is_empty() => {
+            Command::CancelOperation { id: id() }
+        }
+        command => command,
+    }
+}
+
 /// `{"id": …, "body": {…}}`, `{"id": …, "patch": {…}}` or `{"id": …, "deleted": true}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -516,7 +536,7 @@ impl Simulator {
         } else if let Some(r) = input.record {
             Input::Record(validate::event_record(r).map_err(invalid)?)
         } else if let Some(c) = input.command {
-            Input::Command(validate::command(c).map_err(invalid)?)
+            Input::Command(validate::command(name_operation(c, line)).map_err(invalid)?)
         } else {
             return Err(Error::BadInput {
                 line,

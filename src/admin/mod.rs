@@ -17,6 +17,7 @@
 //! | `GET /stages`      | JSON array of [`StageStats`] summed over the owned shards |
 //! | `GET /processes/{name}/{key}` | JSON [`KeyView`]: context, active instance, waiting launches; 404 when not here |
 //! | `GET /jobs`        | JSON array of [`JobStats`] summed over the owned shards |
+//! | `GET /runs`        | JSON [`Runs`]: tasks, stage slots and process instances by criteria (`?kind=process&name=pay*&key=u1?&state=failed&error=node&since=…&until=…&step=send_tx&limit=50`), as `reactor search` finds them, over the owned shards |
 //!
 //! Errors are JSON `{"error": "..."}`. Connections are bounded in number
 //! and time ([`server`]), so that slow or idle clients cannot keep
@@ -100,6 +101,37 @@ pub enum Query {
         /// Where to answer.
         reply: oneshot::Sender<Vec<JobStats>>,
     },
+    /// Runs by criteria over the shards this instance owns, as a `search`
+    /// command finds them.
+    Runs {
+        /// Which.
+        criteria: crate::ops::Criteria,
+        /// Most matches per shard.
+        limit: usize,
+        /// Where to answer.
+        reply: oneshot::Sender<Runs>,
+    },
+}
+
+/// What `GET /runs` answers: per owned shard, its count and first matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Runs {
+    /// Matches over every owned shard.
+    pub total: u64,
+    /// The shards asked.
+    pub partitions: Vec<u32>,
+    /// The first matches of each shard, with its partition.
+    pub matches: Vec<RunMatch>,
+}
+
+/// One match of `GET /runs`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RunMatch {
+    /// The shard.
+    pub partition: u32,
+    /// The item.
+    #[serde(flatten)]
+    pub item: crate::ops::Match,
 }
 
 /// What the handlers share.
@@ -135,6 +167,9 @@ pub enum Error {
     /// `?state=` names no task state.
     #[error("unknown state {0:?}, expected one of: {states}", states = state_names())]
     BadState(String),
+    /// A query parameter is not what it must be.
+    #[error("{0}")]
+    BadQuery(String),
     /// No such route.
     #[error("no route for {0}")]
     NoRoute(String),
@@ -154,7 +189,7 @@ impl Error {
             | Error::OfferNotFound(_)
             | Error::KeyNotFound { .. }
             | Error::NoRoute(_) => StatusCode::NOT_FOUND,
-            Error::BadState(_) => StatusCode::BAD_REQUEST,
+            Error::BadState(_) | Error::BadQuery(_) => StatusCode::BAD_REQUEST,
             Error::Timeout(_) | Error::RuntimeGone => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -194,6 +229,7 @@ pub fn router(state: AdminState) -> Router {
         // Keys may contain `/`: the rest of the path is the key.
         .route("/processes/{process}/{*key}", get(process))
         .route("/jobs", get(jobs))
+        .route("/runs", get(runs))
         .fallback(|uri: Uri| async move { Error::NoRoute(uri.path().to_string()) })
         .with_state(state)
 }
@@ -305,6 +341,63 @@ async fn process(
     .await?
     .map(Json)
     .ok_or(Error::KeyNotFound { process, key })
+}
+
+/// Criteria of `GET /runs`, as `reactor search` takes them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsFilter {
+    kind: Option<String>,
+    name: Option<String>,
+    key: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    since: Option<jiff::Timestamp>,
+    until: Option<jiff::Timestamp>,
+    step: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn runs(
+    State(state): State<AdminState>,
+    UrlQuery(filter): UrlQuery<RunsFilter>,
+) -> Result<Json<Runs>, Error> {
+    let kind = filter
+        .kind
+        .map(|k| {
+            k.parse::<crate::ops::Kind>()
+                .map_err(|_| Error::BadQuery(format!("kind `{k}`: one of task, stage, process")))
+        })
+        .transpose()?;
+    // The rules a `search` command passes, so both refuse alike.
+    let search =
+        crate::codec::validate::command(crate::engine::Command::Search(crate::ops::Search {
+            id: "admin".to_string(),
+            criteria: crate::ops::Criteria {
+                kind,
+                name: filter.name,
+                key: filter.key,
+                state: filter.state,
+                error: filter.error,
+                since: filter.since,
+                until: filter.until,
+                step: filter.step,
+            },
+            limit: filter.limit,
+        }))
+        .map_err(|e| Error::BadQuery(e.to_string()))?;
+    let crate::engine::Command::Search(search) = search else {
+        return Err(Error::BadQuery("not a search".to_string()));
+    };
+    let limit = search.limit.unwrap_or(crate::ops::DEFAULT_SEARCH_LIMIT) as usize;
+    Ok(Json(
+        ask(&state.queries, |reply| Query::Runs {
+            criteria: search.criteria,
+            limit,
+            reply,
+        })
+        .await?,
+    ))
 }
 
 async fn jobs(State(state): State<AdminState>) -> Result<Json<Vec<JobStats>>, Error> {
@@ -487,6 +580,21 @@ steps = ["send"]
                     }
                     Query::Jobs { reply } => {
                         let _ = reply.send(engine.job_stats());
+                    }
+                    Query::Runs {
+                        criteria,
+                        limit,
+                        reply,
+                    } => {
+                        let (total, matches) = engine.find(&criteria, limit);
+                        let _ = reply.send(Runs {
+                            total,
+                            partitions: vec![0],
+                            matches: matches
+                                .into_iter()
+                                .map(|item| RunMatch { partition: 0, item })
+                                .collect(),
+                        });
                     }
                 }
             }
@@ -709,6 +817,40 @@ steps = ["send"]
                 {"job": "send", "queued": 1, "queued_low": 0, "running": 1, "share": 1}
             ])
         );
+        server.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn finds_runs_by_criteria() {
+        let server = start(runtime()).await;
+        let runs = get(server.addr, "/runs?kind=process&state=running").await;
+        assert_eq!(runs.status, 200, "{}", runs.body);
+        let runs = runs.json();
+        assert_eq!(runs["total"], 1);
+        assert_eq!(runs["partitions"], serde_json::json!([0]));
+        assert_eq!(runs["matches"][0]["key"], "u/1");
+        assert_eq!(runs["matches"][0]["partition"], 0);
+        assert_eq!(runs["matches"][0]["run_id"], "payout/u/1#1.0#1");
+        let all = get(server.addr, "/runs?name=*&limit=2").await.json();
+        assert_eq!(all["total"], 5, "{all}");
+        assert_eq!(all["matches"].as_array().unwrap().len(), 2);
+        let keyed = get(server.addr, "/runs?key=u%3F").await.json();
+        assert_eq!(keyed["total"], 1, "{keyed}");
+        for (query, error) in [
+            ("kind=offer", "kind `offer`: one of task, stage, process"),
+            ("state=lost", "field `state`: unknown state `lost`"),
+            ("limit=0", "field `limit`: must be 1 to 200"),
+            (
+                "kind=task&step=send",
+                "field `step`: only process instances have steps",
+            ),
+        ] {
+            let reply = get(server.addr, &format!("/runs?{query}")).await;
+            assert_eq!(reply.status, 400, "{query}");
+            let text = reply.json()["error"].as_str().unwrap().to_string();
+            assert!(text.starts_with(error), "{query}: {text}");
+        }
+        assert_eq!(get(server.addr, "/runs?colour=red").await.status, 400);
         server.shutdown().await;
     }
 

@@ -91,12 +91,27 @@ pub(super) struct Launched {
 /// until the instance is ready.
 pub(super) fn launch(
     cluster: &Cluster,
-    mut config: Config,
+    config: Config,
     plan: &Plan,
     exactly_once: bool,
     system: &str,
 ) -> Result<Launched, Error> {
     let setup_started = Instant::now();
+    let (config, topics) = configure(cluster, config, plan, exactly_once, system);
+    cluster.create_topics(&topics)?;
+    start(cluster, config, plan, setup_started)
+}
+
+/// Gives `config` a `[kafka]` section of fresh topics and group for
+/// `system`; returns it with the topics to create (name, partitions,
+/// compacted), the stages' run topics included.
+pub(super) fn configure(
+    cluster: &Cluster,
+    mut config: Config,
+    plan: &Plan,
+    exactly_once: bool,
+    system: &str,
+) -> (Config, Vec<(String, i32, bool)>) {
     let p = prefix(system);
     {
         let k = &mut config.kafka;
@@ -139,8 +154,24 @@ pub(super) fn launch(
         (t.changelog.clone(), n, true),
     ];
     topics.extend(stage_topics.iter().map(|s| (s.clone(), n, false)));
-    cluster.create_topics(&topics)?;
+    (config, topics)
+}
 
+/// Starts Reactor on `config` (its topics exist) and waits until it is ready.
+pub(super) fn start(
+    cluster: &Cluster,
+    config: Config,
+    plan: &Plan,
+    setup_started: Instant,
+) -> Result<Launched, Error> {
+    let t = config.kafka.topics.clone();
+    let stage_topics: Vec<String> = config
+        .stage_topics()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let n = plan.partitions;
+    let system = config.kafka.group_id.clone();
     tracing::info!(
         system,
         tasks = config.tasks.len(),

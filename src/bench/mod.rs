@@ -28,6 +28,7 @@ mod baseline;
 mod cluster;
 mod instance;
 mod offers;
+pub mod recovery;
 mod report;
 pub mod stats;
 
@@ -60,6 +61,9 @@ pub enum Workload {
     Tasks,
     /// Offer changes through stages answered by a worker, exactly-once on.
     Offers,
+    /// Live-lane latency while a mass recovery of failed process
+    /// instances runs (not part of `all`).
+    Recovery,
 }
 
 impl Workload {
@@ -122,9 +126,18 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
     /// A smoke run: at most 2000 changes and 300 latency changes (offers:
-    /// 1000 and 100).
+    /// 1000 and 100; recovery: 20,000 instances).
     #[arg(long)]
     pub quick: bool,
+    /// Failed process instances the recovery workload seeds and recovers.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub recovery_instances: usize,
+    /// Partitions of the recovery workload.
+    #[arg(long, default_value_t = 6)]
+    pub recovery_partitions: i32,
+    /// Live launches per second during the recovery workload.
+    #[arg(long, default_value_t = 200.0)]
+    pub recovery_live_rate: f64,
 }
 
 impl Default for BenchArgs {
@@ -144,6 +157,9 @@ impl Default for BenchArgs {
             offer_latency_rate: None,
             stages: 5,
             quick: false,
+            recovery_instances: 1_000_000,
+            recovery_partitions: 6,
+            recovery_live_rate: 200.0,
         }
     }
 }

@@ -440,6 +440,7 @@ mod tests {
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
             topic: String::new(),
+            source: None,
         };
         let result = answer(&run);
         assert_eq!((result.run_id.as_str(), result.pass), ("s3/o9#1", 4));

@@ -1,6 +1,7 @@
 //! The command line of the product: `run`, `simulate`, `check`, `ctl set`,
-//! `offer …`, `launch`, `submit`, `rescan`, `tail`. The `reactor` binary adds
-//! its tools (`dev`, `bench`), which live outside the library.
+//! `offer …`, `launch`, `submit`, `rescan`, `search`, `recover`, `tail`. The
+//! `reactor` binary adds its tools (`dev`, `bench`), which live outside the
+//! library.
 //!
 //! Exit codes: 0 success, 1 a failure while running (bad input line, I/O),
 //! 2 invalid configuration or usage.
@@ -16,6 +17,7 @@ use crate::config::{self, Loaded};
 use crate::sim::{self, Simulator};
 
 mod launch;
+pub mod ops;
 mod tools;
 
 pub use launch::KEYS_PER_COMMAND;
@@ -69,6 +71,13 @@ pub enum Cmd {
     /// partition's owner checks its offers again and queues those the stage
     /// wants in its low-priority rescan lane.
     Rescan(tools::RescanArgs),
+    /// Find tasks, stage slots and process instances by criteria on every
+    /// partition: one `search` command each, one answer each, as a table.
+    Search(ops::SearchArgs),
+    /// Restart what the criteria find on every partition (from the start,
+    /// from a step, or retrying), in the low-priority lanes, following the
+    /// progress; or count it (`--dry-run`), or cancel one (`--cancel OP`).
+    Recover(ops::RecoverArgs),
     /// Print a topic's records decoded, as JSON lines.
     Tail(tools::TailArgs),
     /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
@@ -129,6 +138,8 @@ pub fn run(command: Cmd) -> ExitCode {
         Cmd::Rescan(args) => tools::rescan(args),
         Cmd::Launch(args) => launch::launch(args),
         Cmd::Submit(args) => launch::submit(args),
+        Cmd::Search(args) => ops::search(args),
+        Cmd::Recover(args) => ops::recover(args),
         Cmd::Tail(args) => tools::tail(args),
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {

@@ -18,13 +18,14 @@ use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
 /// Every store, to resolve a key's prefix.
-const STORES: [Store; 6] = [
+const STORES: [Store; 7] = [
     Store::Task,
     Store::Offer,
     Store::Rescan,
     Store::Process,
     Store::Schedule,
     Store::Seq,
+    Store::Recovery,
 ];
 
 /// The changelog key of `key` in `store`: `task/orders_daily`.
@@ -44,6 +45,10 @@ pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) 
             encode(&super::process::schedule_to_proto(record), Format::Protobuf)
         }
         Value::Seq(n) => encode(&v1::SeqRecord { seq: *n }, Format::Protobuf),
+        Value::Recovery(r) => encode(
+            &super::command::recovery_to_proto(&record.key, r),
+            Format::Protobuf,
+        ),
     });
     (key, value)
 }
@@ -62,7 +67,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         .into_iter()
         .find(|s| s.as_str() == prefix)
         .ok_or_else(|| {
-            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`")
+            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`")
         })?;
     if id.is_empty() {
         return Err(bad("empty key after the store"));
@@ -80,6 +85,9 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
                 Value::Schedule(super::process::schedule_from_proto(decode(bytes)?)?)
             }
             Store::Seq => Value::Seq(decode::<v1::SeqRecord>(bytes)?.seq),
+            Store::Recovery => Value::Recovery(Box::new(super::command::recovery_from_proto(
+                decode(bytes)?,
+            )?)),
         }),
     };
     Ok(ChangelogRecord {
@@ -145,6 +153,8 @@ fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
             params: p.clone().into_iter().collect(),
         }),
         cron_at: ts(&r.cron_at),
+        failed_at: ts(&r.slot.failed_at),
+        source: r.source.clone(),
     }
 }
 
@@ -168,6 +178,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
             run,
             wake_at: optional_ts("wake_at", m.wake_at.as_ref())?,
             last_error: m.last_error,
+            failed_at: optional_ts("failed_at", m.failed_at.as_ref())?,
         },
         since: optional_ts("since", m.since.as_ref())?,
         queued_at: optional_ts("queued_at", m.queued_at.as_ref())?,
@@ -180,6 +191,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         launch: m.launch.map(|l| l.params.into_iter().collect()),
         again: m.again.map(|l| l.params.into_iter().collect()),
         cron_at: optional_ts("cron_at", m.cron_at.as_ref())?,
+        source: m.source,
     })
 }
 
@@ -269,6 +281,8 @@ fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
         failures: s.slot.failures,
         wake_at: ts(&s.slot.wake_at),
         last_error: s.slot.last_error.clone(),
+        failed_at: ts(&s.slot.failed_at),
+        source: s.source.clone(),
     };
     v1::OfferRecord {
         version: r.version,
@@ -319,12 +333,14 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
                 run: s.run.map(run_from_proto).transpose()?,
                 wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
                 last_error: s.last_error,
+                failed_at: optional_ts("stages.failed_at", s.failed_at.as_ref())?,
             },
             state,
             timer: optional_ts("stages.timer", s.timer.as_ref())?,
             lane: lane_from_proto(s.lane)?,
             queued_at: optional_ts("stages.queued_at", s.queued_at.as_ref())?,
             run_version: s.run_version,
+            source: s.source,
         })
     };
     let guard = match m.guard {
@@ -399,6 +415,7 @@ mod tests {
                     deadline: ts("2021-04-25T05:00:00Z"),
                 }),
                 last_error: Some(String::new()),
+                failed_at: None,
             },
             since: Some(ts("2021-04-25T04:00:00Z")),
             queued_at: Some(ts("2021-04-25T03:59:00Z")),
@@ -421,6 +438,7 @@ mod tests {
             launch: Some([("day".to_string(), "2024-06-01".to_string())].into()),
             again: Some(Default::default()),
             cron_at: Some(ts("2021-04-26T03:00:00Z")),
+            source: None,
         }
     }
 
@@ -481,7 +499,7 @@ mod tests {
         };
         assert_eq!(
             reason(b"job/j1", None),
-            "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`"
+            "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`"
         );
         assert_eq!(
             reason(b"task", None),
@@ -542,12 +560,14 @@ mod tests {
                 failures: 1,
                 wake_at: Some(ts("2024-06-01T00:02:00Z")),
                 last_error: Some("model down".into()),
+                failed_at: None,
             },
             state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64})),
             timer: Some(ts("2024-07-01T00:00:00Z")),
             lane: Lane::Rescan,
             queued_at: Some(ts("2024-06-01T00:00:00Z")),
             run_version: 4,
+            source: None,
         };
         OfferRecord {
             version: 5,
@@ -830,6 +850,7 @@ mod tests {
                         run,
                         wake_at,
                         last_error,
+                        failed_at: None,
                     },
                     since,
                     queued_at,
@@ -842,6 +863,7 @@ mod tests {
                     launch: None,
                     again: None,
                     cron_at: None,
+                    source: None,
                 },
             )
     }

@@ -3,14 +3,15 @@
 use super::error::{non_empty, param_name, required, DecodeError};
 use super::limits::check_name;
 use super::structs::{body_from_struct, encode_nested_with_json, json_from_value, JsonField};
-use super::time::{required_ts, timestamp_to_proto};
+use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::validate;
 use super::wire::{decode, encode, Format};
 use crate::engine::Command;
+use crate::ops::{Criteria, Kind, Mode, Position, Recover, RecoveryRecord, Search};
 use crate::proto::v1;
 use crate::proto::v1::command::{
-    Cancel, ClearLast, Launch, Op, Pause, Rescan, ResetKey, Resume, SetLast, SetStageState, Submit,
-    UnparkOffer,
+    Cancel, CancelOperation, ClearLast, Launch, Op, Pause, Recover as RecoverOp, Rescan, ResetKey,
+    Resume, Search as SearchOp, SetLast, SetStageState, Submit, UnparkOffer,
 };
 
 /// `Command.op` number of `set_stage_state`.
@@ -72,7 +73,164 @@ pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
         },
         Op::Cancel(Cancel { process, key }) => Command::Cancel { process, key },
         Op::ResetKey(ResetKey { process, key }) => Command::ResetKey { process, key },
+        Op::Search(s) => Command::Search(Search {
+            criteria: criteria(
+                s.kind, s.name, s.key, s.state, s.error, s.since, s.until, s.step,
+            )?,
+            id: s.id,
+            limit: s.limit,
+        }),
+        Op::Recover(r) => Command::Recover(recover_from_proto(r)?),
+        Op::CancelOperation(CancelOperation { id }) => Command::CancelOperation { id },
     })
+}
+
+fn recover_from_proto(r: RecoverOp) -> Result<Recover, DecodeError> {
+    let mode = match (r.from_start, r.from_step.is_empty(), r.retry) {
+        (true, true, false) => Mode::FromStart,
+        (false, false, false) => Mode::FromStep(r.from_step),
+        (false, true, true) => Mode::Retry,
+        _ => {
+            return Err(DecodeError::InvalidField {
+                field: "from_start",
+                reason: "give exactly one of `from_start`, `from_step`, `retry`".to_string(),
+            })
+        }
+    };
+    Ok(Recover {
+        criteria: criteria(
+            r.kind, r.name, r.key, r.state, r.error, r.since, r.until, r.step,
+        )?,
+        id: r.id,
+        mode,
+        dry_run: r.dry_run,
+    })
+}
+
+fn recover_to_proto(id: &str, criteria: &Criteria, mode: &Mode, dry_run: bool) -> RecoverOp {
+    let (kind, name, key, state, error, since, until, step) = criteria_fields(criteria);
+    let (from_start, from_step, retry) = match mode {
+        Mode::FromStart => (true, String::new(), false),
+        Mode::FromStep(s) => (false, s.clone(), false),
+        Mode::Retry => (false, String::new(), true),
+    };
+    RecoverOp {
+        id: id.to_string(),
+        kind,
+        name,
+        key,
+        state,
+        error,
+        since,
+        until,
+        step,
+        from_start,
+        from_step,
+        retry,
+        dry_run,
+    }
+}
+
+/// The changelog record `recovery/<op>` of a recovery in progress.
+pub(super) fn recovery_to_proto(op: &str, r: &RecoveryRecord) -> v1::RecoveryRecord {
+    let (kind, name, key) = match &r.cursor {
+        None => ("", "", ""),
+        Some(Position::Task(task)) => ("task", task.as_str(), ""),
+        Some(Position::Stage(offer, stage)) => ("stage", stage.as_str(), offer.as_str()),
+        Some(Position::Key(process, key)) => ("process", process.as_str(), key.as_str()),
+    };
+    v1::RecoveryRecord {
+        command: Some(recover_to_proto(op, &r.criteria, &r.mode, false)),
+        cursor_kind: kind.to_string(),
+        cursor_name: name.to_string(),
+        cursor_key: key.to_string(),
+        done: r.done,
+        total: r.total,
+        started_at: Some(timestamp_to_proto(r.started_at)),
+    }
+}
+
+pub(super) fn recovery_from_proto(m: v1::RecoveryRecord) -> Result<RecoveryRecord, DecodeError> {
+    let command = recover_from_proto(required("command", m.command)?)?;
+    let cursor = match m.cursor_kind.as_str() {
+        "" => None,
+        "task" => Some(Position::Task(m.cursor_name)),
+        "stage" => Some(Position::Stage(m.cursor_key, m.cursor_name)),
+        "process" => Some(Position::Key(m.cursor_name, m.cursor_key)),
+        other => {
+            return Err(DecodeError::InvalidField {
+                field: "cursor_kind",
+                reason: format!("unknown kind `{other}`"),
+            })
+        }
+    };
+    Ok(RecoveryRecord {
+        criteria: command.criteria,
+        mode: command.mode,
+        cursor,
+        done: m.done,
+        total: m.total,
+        started_at: required_ts("started_at", m.started_at.as_ref())?,
+    })
+}
+
+/// Operation criteria from their wire fields: an empty string is "any".
+#[allow(clippy::too_many_arguments)]
+fn criteria(
+    kind: String,
+    name: String,
+    key: String,
+    state: String,
+    error: String,
+    since: Option<pbjson_types::Timestamp>,
+    until: Option<pbjson_types::Timestamp>,
+    step: String,
+) -> Result<Criteria, DecodeError> {
+    let given = |s: String| Some(s).filter(|s| !s.is_empty());
+    let kind = given(kind)
+        .map(|k| {
+            k.parse::<Kind>().map_err(|_| DecodeError::InvalidField {
+                field: "kind",
+                reason: format!("`{k}` is not one of `task`, `stage`, `process`"),
+            })
+        })
+        .transpose()?;
+    Ok(Criteria {
+        kind,
+        name: given(name),
+        key: given(key),
+        state: given(state),
+        error: given(error),
+        since: optional_ts("since", since.as_ref())?,
+        until: optional_ts("until", until.as_ref())?,
+        step: given(step),
+    })
+}
+
+/// The wire fields of operation criteria, in `Search`'s field order.
+type CriteriaFields = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<pbjson_types::Timestamp>,
+    Option<pbjson_types::Timestamp>,
+    String,
+);
+
+fn criteria_fields(c: &Criteria) -> CriteriaFields {
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    (
+        c.kind.map(|k| k.to_string()).unwrap_or_default(),
+        text(&c.name),
+        text(&c.key),
+        text(&c.state),
+        text(&c.error),
+        c.since.map(timestamp_to_proto),
+        c.until.map(timestamp_to_proto),
+        text(&c.step),
+    )
 }
 
 /// A `param` field as a parameter name.
@@ -214,6 +372,25 @@ pub fn encode_command(command: &Command, format: Format) -> Vec<u8> {
             process: process.clone(),
             key: key.clone(),
         }),
+        Command::Search(s) => {
+            let (kind, name, key, state, error, since, until, step) = criteria_fields(&s.criteria);
+            Op::Search(SearchOp {
+                id: s.id.clone(),
+                kind,
+                name,
+                key,
+                state,
+                error,
+                since,
+                until,
+                step,
+                limit: s.limit,
+            })
+        }
+        Command::Recover(r) => {
+            Op::Recover(recover_to_proto(&r.id, &r.criteria, &r.mode, r.dry_run))
+        }
+        Command::CancelOperation { id } => Op::CancelOperation(CancelOperation { id: id.clone() }),
     };
     encode(&v1::Command { op: Some(op) }, format)
 }
@@ -305,6 +482,51 @@ mod tests {
                 process: "payout".into(),
                 key: "u1".into(),
             },
+            Command::Search(Search {
+                id: "op1".into(),
+                criteria: Criteria {
+                    kind: Some(Kind::Process),
+                    name: Some("pay*".into()),
+                    key: Some("u?".into()),
+                    state: Some("failed".into()),
+                    error: Some("node down".into()),
+                    since: Some("2024-06-01T00:00:00Z".parse().unwrap()),
+                    until: Some("2024-06-02T00:00:00Z".parse().unwrap()),
+                    step: Some("send_tx".into()),
+                },
+                limit: Some(20),
+            }),
+            Command::Search(Search {
+                id: "op2".into(),
+                criteria: Criteria::default(),
+                limit: None,
+            }),
+            Command::Recover(Recover {
+                id: "op3".into(),
+                criteria: Criteria {
+                    kind: Some(Kind::Stage),
+                    state: Some("dead".into()),
+                    ..Criteria::default()
+                },
+                mode: Mode::Retry,
+                dry_run: true,
+            }),
+            Command::Recover(Recover {
+                id: "op4".into(),
+                criteria: Criteria {
+                    name: Some("payout".into()),
+                    ..Criteria::default()
+                },
+                mode: Mode::FromStep("send_tx".into()),
+                dry_run: false,
+            }),
+            Command::Recover(Recover {
+                id: "op5".into(),
+                criteria: Criteria::default(),
+                mode: Mode::FromStart,
+                dry_run: false,
+            }),
+            Command::CancelOperation { id: "op4".into() },
         ]
     }
 
@@ -425,6 +647,83 @@ mod tests {
             ("o1", "price", 4)
         );
         assert!(s.state.is_some());
+    }
+
+    #[test]
+    fn recovery_records_round_trip() {
+        use crate::changelog::{ChangelogRecord, Store, Value};
+        let cursors = [
+            None,
+            Some(Position::Task("orders".into())),
+            Some(Position::Stage("o/1".into(), "price".into())),
+            Some(Position::Key("payout".into(), "u/1#2".into())),
+        ];
+        for cursor in cursors {
+            let record = ChangelogRecord {
+                store: Store::Recovery,
+                key: "op-7".into(),
+                value: Some(Value::Recovery(Box::new(RecoveryRecord {
+                    criteria: Criteria {
+                        kind: Some(Kind::Process),
+                        name: Some("pay*".into()),
+                        state: Some("failed".into()),
+                        since: Some("2024-06-01T00:00:00Z".parse().unwrap()),
+                        ..Criteria::default()
+                    },
+                    mode: Mode::FromStep("send_tx".into()),
+                    cursor,
+                    done: 1000,
+                    total: 1204,
+                    started_at: "2024-06-01T02:00:00Z".parse().unwrap(),
+                }))),
+            };
+            let (key, value) = crate::codec::encode_changelog(&record);
+            assert_eq!(key, b"recovery/op-7");
+            let back = crate::codec::decode_changelog(&key, value.as_deref()).unwrap();
+            assert_eq!(back, record);
+        }
+        let bad = v1::RecoveryRecord {
+            command: Some(recover_to_proto(
+                "x",
+                &Criteria::default(),
+                &Mode::Retry,
+                false,
+            )),
+            cursor_kind: "offer".into(),
+            started_at: Some(timestamp_to_proto("2024-06-01T00:00:00Z".parse().unwrap())),
+            ..Default::default()
+        };
+        assert_eq!(
+            recovery_from_proto(bad).unwrap_err().to_string(),
+            "field `cursor_kind`: unknown kind `offer`"
+        );
+    }
+
+    #[test]
+    fn operations_hand_written() {
+        let c = decode_command(
+            br#"{"recover":{"id":"x","kind":"process","name":"payout","state":"failed","from_step":"send_tx"}}"#,
+        )
+        .unwrap();
+        let Command::Recover(r) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(r.mode, Mode::FromStep("send_tx".into()));
+        assert_eq!(r.criteria.kind, Some(Kind::Process));
+        let reason = |json: &str| decode_command(json.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            reason(r#"{"recover":{"id":"x","retry":true,"from_start":true}}"#),
+            "field `from_start`: give exactly one of `from_start`, `from_step`, `retry`"
+        );
+        assert_eq!(
+            reason(r#"{"search":{"id":"x","kind":"offer"}}"#),
+            "field `kind`: `offer` is not one of `task`, `stage`, `process`"
+        );
+        assert_eq!(
+            reason(r#"{"search":{"kind":"task"}}"#),
+            "missing field `id`"
+        );
+        assert_eq!(reason(r#"{"cancel_operation":{}}"#), "missing field `id`");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
 use crate::action::{Event, Subject};
 use crate::duration;
+use crate::ops::Match;
 use crate::proto::v1;
 use crate::run::Rejection;
 
@@ -36,6 +37,10 @@ mod kind {
     pub(super) const LAUNCH_REJECTED: &str = "launch_rejected";
     pub(super) const LAUNCH_QUEUED: &str = "launch_queued";
     pub(super) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+    pub(super) const SEARCH_RESULT: &str = "search_result";
+    pub(super) const RECOVERY_COUNTED: &str = "recovery_counted";
+    pub(super) const RECOVERY_PROGRESS: &str = "recovery_progress";
+    pub(super) const RECOVERED: &str = "recovered";
 }
 
 /// The event's name on the wire, as `Event` serializes it (`run_timed_out`).
@@ -230,8 +235,80 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.errors = Some(*errors);
             m.done = Some(*done);
         }
+        Event::SearchResult {
+            op,
+            partition,
+            total,
+            matches,
+        } => {
+            m.op = Some(op.clone());
+            m.partition = Some(*partition);
+            m.total = Some(*total);
+            m.matches = matches.iter().map(match_to_proto).collect();
+        }
+        Event::RecoveryCounted {
+            op,
+            partition,
+            total,
+        } => {
+            m.op = Some(op.clone());
+            m.partition = Some(*partition);
+            m.total = Some(*total);
+        }
+        Event::RecoveryProgress {
+            op,
+            partition,
+            done,
+            total,
+            finished,
+            cancelled,
+        } => {
+            m.op = Some(op.clone());
+            m.partition = Some(*partition);
+            m.recovered = Some(*done);
+            m.total = Some(*total);
+            m.finished = Some(*finished);
+            m.cancelled = Some(*cancelled);
+        }
+        Event::Recovered { source, mode, .. } => {
+            m.source = Some(source.clone());
+            m.mode = Some(mode.clone());
+        }
     }
     encode(&m, format)
+}
+
+fn match_to_proto(x: &Match) -> v1::SearchMatch {
+    v1::SearchMatch {
+        kind: x.kind.to_string(),
+        name: x.name.clone(),
+        key: x.key.clone(),
+        state: x.state.clone(),
+        error: x.error.clone(),
+        at: x.at.map(timestamp_to_proto),
+        step: x.step.clone(),
+        instance: x.instance.clone(),
+        run_id: x.run_id.clone(),
+        attempt: x.attempt,
+    }
+}
+
+fn match_from_proto(m: v1::SearchMatch) -> Result<Match, DecodeError> {
+    Ok(Match {
+        kind: m.kind.parse().map_err(|_| DecodeError::InvalidField {
+            field: "matches.kind",
+            reason: format!("unknown kind `{}`", m.kind),
+        })?,
+        name: m.name,
+        key: m.key,
+        state: m.state,
+        error: m.error,
+        at: optional_ts("matches.at", m.at.as_ref())?,
+        step: m.step,
+        instance: m.instance,
+        run_id: m.run_id,
+        attempt: m.attempt,
+    })
 }
 
 fn tier_to_proto(tier: usize) -> u32 {
@@ -378,6 +455,34 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             total: required("total", m.total)?,
             errors: required("errors", m.errors)?,
             done: required("done", m.done)?,
+        },
+        kind::SEARCH_RESULT => Event::SearchResult {
+            op: required("op", m.op)?,
+            partition: required("partition", m.partition)?,
+            total: required("total", m.total)?,
+            matches: m
+                .matches
+                .into_iter()
+                .map(match_from_proto)
+                .collect::<Result<_, _>>()?,
+        },
+        kind::RECOVERY_COUNTED => Event::RecoveryCounted {
+            op: required("op", m.op)?,
+            partition: required("partition", m.partition)?,
+            total: required("total", m.total)?,
+        },
+        kind::RECOVERY_PROGRESS => Event::RecoveryProgress {
+            op: required("op", m.op)?,
+            partition: required("partition", m.partition)?,
+            done: required("recovered", m.recovered)?,
+            total: required("total", m.total)?,
+            finished: required("finished", m.finished)?,
+            cancelled: m.cancelled.unwrap_or(false),
+        },
+        kind::RECOVERED => Event::Recovered {
+            subject,
+            source: required("source", m.source)?,
+            mode: required("mode", m.mode)?,
         },
         "" => return Err(DecodeError::MissingField("kind")),
         other => {
@@ -609,8 +714,85 @@ mod tests {
                 subject: step(),
                 deadline: ts("2024-06-01T06:00:00Z"),
             },
+            Event::SearchResult {
+                op: "op1".into(),
+                partition: 3,
+                total: 2,
+                matches: vec![
+                    Match {
+                        kind: crate::ops::Kind::Process,
+                        name: "payout".into(),
+                        key: "u1".into(),
+                        state: "failed".into(),
+                        error: Some("node down".into()),
+                        at: Some(ts("2024-06-01T00:00:00Z")),
+                        step: Some("send_tx".into()),
+                        instance: Some("payout/u1#1".into()),
+                        run_id: Some("payout/u1#1.1#5".into()),
+                        attempt: Some(5),
+                    },
+                    Match {
+                        kind: crate::ops::Kind::Task,
+                        name: "orders_daily".into(),
+                        key: "reports".into(),
+                        state: "idle".into(),
+                        error: None,
+                        at: None,
+                        step: None,
+                        instance: None,
+                        run_id: None,
+                        attempt: None,
+                    },
+                ],
+            },
+            Event::SearchResult {
+                op: "op1".into(),
+                partition: 0,
+                total: 0,
+                matches: vec![],
+            },
+            Event::RecoveryCounted {
+                op: "op2".into(),
+                partition: 0,
+                total: 0,
+            },
+            Event::RecoveryProgress {
+                op: "op2".into(),
+                partition: 5,
+                done: 1000,
+                total: 1200,
+                finished: false,
+                cancelled: false,
+            },
+            Event::RecoveryProgress {
+                op: "op2".into(),
+                partition: 5,
+                done: 1000,
+                total: 1200,
+                finished: true,
+                cancelled: true,
+            },
+            Event::Recovered {
+                subject: step(),
+                source: "op:op2".into(),
+                mode: "from_step".into(),
+            },
+            Event::Recovered {
+                subject: Subject::stage(stage_name(), "o1"),
+                source: "op:op2".into(),
+                mode: "retry".into(),
+            },
+            Event::Recovered {
+                subject: Subject::task(task()),
+                source: "op:op2".into(),
+                mode: "from_start".into(),
+            },
         ]);
         events
+    }
+
+    fn stage_name() -> String {
+        "price".to_string()
     }
 
     /// One of each stage event, in their order in `Event`.

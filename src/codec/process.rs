@@ -64,8 +64,36 @@ fn status_from_proto(text: &str) -> Result<Status, DecodeError> {
 }
 
 pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
+    v1::KeyRecord {
+        active: r.active.as_ref().map(instance_to_proto),
+        waiting: r
+            .waiting
+            .iter()
+            .map(|l| key_record::Launch {
+                params_json: json_text(&l.params),
+                position: <&str>::from(l.position).to_string(),
+                lane: lane_to_proto(l.lane),
+                priority: l.priority,
+                reset: l.reset,
+                source: l.source.clone(),
+                at: Some(timestamp_to_proto(l.at)),
+            })
+            .collect(),
+        last: r.last.as_ref().map(|o| key_record::Outcome {
+            n: o.n,
+            status: o.status.as_str().to_string(),
+            finished_at: Some(timestamp_to_proto(o.finished_at)),
+            context_json: json_text(&o.context),
+            error: o.error.clone(),
+            instance: o.instance.as_deref().map(instance_to_proto),
+        }),
+        goal: r.goal,
+    }
+}
+
+fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
-    let active = r.active.as_ref().map(|i| key_record::Instance {
+    key_record::Instance {
         n: i.n,
         params_json: json_text(&i.params),
         context_json: json_text(&i.context),
@@ -97,85 +125,68 @@ pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
         started_at: Some(timestamp_to_proto(i.started_at)),
         progress_at: Some(timestamp_to_proto(i.progress_at)),
         source: i.source.clone(),
-    });
-    v1::KeyRecord {
-        active,
-        waiting: r
-            .waiting
-            .iter()
-            .map(|l| key_record::Launch {
-                params_json: json_text(&l.params),
-                position: <&str>::from(l.position).to_string(),
-                lane: lane_to_proto(l.lane),
-                priority: l.priority,
-                reset: l.reset,
-                source: l.source.clone(),
-                at: Some(timestamp_to_proto(l.at)),
-            })
-            .collect(),
-        last: r.last.as_ref().map(|o| key_record::Outcome {
-            n: o.n,
-            status: o.status.as_str().to_string(),
-            finished_at: Some(timestamp_to_proto(o.finished_at)),
-            context_json: json_text(&o.context),
-            error: o.error.clone(),
-        }),
-        goal: r.goal,
+        failed_at: ts(&i.slot.failed_at),
+        runs: i.runs,
+        seq_base: i.seq_base,
     }
 }
 
-pub(super) fn key_from_proto(m: v1::KeyRecord) -> Result<KeyRecord, DecodeError> {
-    let active = m
-        .active
-        .map(|i| {
-            Ok::<_, DecodeError>(InstanceRecord {
-                n: i.n,
-                params: body("active.params_json", &i.params_json)?,
-                context: body("active.context_json", &i.context_json)?,
-                chain: i
-                    .chain
-                    .into_iter()
-                    .map(|s| {
-                        Ok(Step {
-                            job: super::error::non_empty("active.chain.job", s.job)?,
-                            params: if s.params_json.is_empty() {
-                                None
-                            } else {
-                                Some(body("active.chain.params_json", &s.params_json)?)
-                            },
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?,
-                step: i.step,
-                slot: RunSlot {
-                    phase: super::changelog::phase_from_proto(i.phase)?,
-                    run_seq: i.run_seq,
-                    pass_seq: i.pass_seq,
-                    failures: i.failures,
-                    run: i.run.map(super::changelog::run_from_proto).transpose()?,
-                    wake_at: optional_ts("active.wake_at", i.wake_at.as_ref())?,
-                    last_error: i.last_error,
-                },
-                queued: i
-                    .queued
-                    .map(|q| {
-                        Ok::<_, DecodeError>(Placement {
-                            lane: lane_from_proto("active.queued.lane", q.lane)?,
-                            priority: q.priority,
-                            order: q.order,
-                        })
-                    })
-                    .transpose()?,
-                step_deadline: optional_ts("active.step_deadline", i.step_deadline.as_ref())?,
-                overdue: i.overdue,
-                priority: i.priority,
-                lane: lane_from_proto("active.lane", i.lane)?,
-                started_at: required_ts("active.started_at", i.started_at.as_ref())?,
-                progress_at: required_ts("active.progress_at", i.progress_at.as_ref())?,
-                source: i.source,
+/// An instance (the active one, or a finished one kept with its outcome).
+/// Field names in errors are the active instance's.
+fn instance_from_proto(i: key_record::Instance) -> Result<InstanceRecord, DecodeError> {
+    Ok(InstanceRecord {
+        n: i.n,
+        params: body("active.params_json", &i.params_json)?,
+        context: body("active.context_json", &i.context_json)?,
+        chain: i
+            .chain
+            .into_iter()
+            .map(|s| {
+                Ok(Step {
+                    job: super::error::non_empty("active.chain.job", s.job)?,
+                    params: if s.params_json.is_empty() {
+                        None
+                    } else {
+                        Some(body("active.chain.params_json", &s.params_json)?)
+                    },
+                })
             })
-        })
-        .transpose()?;
+            .collect::<Result<_, DecodeError>>()?,
+        step: i.step,
+        slot: RunSlot {
+            phase: super::changelog::phase_from_proto(i.phase)?,
+            run_seq: i.run_seq,
+            pass_seq: i.pass_seq,
+            failures: i.failures,
+            run: i.run.map(super::changelog::run_from_proto).transpose()?,
+            wake_at: optional_ts("active.wake_at", i.wake_at.as_ref())?,
+            last_error: i.last_error,
+            failed_at: optional_ts("active.failed_at", i.failed_at.as_ref())?,
+        },
+        queued: i
+            .queued
+            .map(|q| {
+                Ok::<_, DecodeError>(Placement {
+                    lane: lane_from_proto("active.queued.lane", q.lane)?,
+                    priority: q.priority,
+                    order: q.order,
+                })
+            })
+            .transpose()?,
+        step_deadline: optional_ts("active.step_deadline", i.step_deadline.as_ref())?,
+        overdue: i.overdue,
+        priority: i.priority,
+        lane: lane_from_proto("active.lane", i.lane)?,
+        started_at: required_ts("active.started_at", i.started_at.as_ref())?,
+        progress_at: required_ts("active.progress_at", i.progress_at.as_ref())?,
+        source: i.source,
+        runs: i.runs,
+        seq_base: i.seq_base,
+    })
+}
+
+pub(super) fn key_from_proto(m: v1::KeyRecord) -> Result<KeyRecord, DecodeError> {
+    let active = m.active.map(instance_from_proto).transpose()?;
     let waiting = m
         .waiting
         .into_iter()
@@ -200,6 +211,11 @@ pub(super) fn key_from_proto(m: v1::KeyRecord) -> Result<KeyRecord, DecodeError>
                 finished_at: required_ts("last.finished_at", o.finished_at.as_ref())?,
                 context: body("last.context_json", &o.context_json)?,
                 error: o.error,
+                instance: o
+                    .instance
+                    .map(instance_from_proto)
+                    .transpose()?
+                    .map(Box::new),
             })
         })
         .transpose()?;
@@ -286,6 +302,7 @@ mod tests {
                     }),
                     wake_at: None,
                     last_error: Some("node down".into()),
+                    failed_at: Some(ts("2024-05-31T23:59:00Z")),
                 },
                 queued: Some(Placement {
                     lane: Lane::Low,
@@ -299,6 +316,8 @@ mod tests {
                 started_at: ts("2024-06-01T00:00:00Z"),
                 progress_at: ts("2024-06-01T00:00:30Z"),
                 source: Some("op:9".into()),
+                runs: 5,
+                seq_base: 3,
             }),
             waiting: vec![Launch {
                 params: obj(serde_json::json!({"amount": 7})),
@@ -315,11 +334,22 @@ mod tests {
                 finished_at: ts("2024-05-31T00:00:00Z"),
                 context: Body::new(),
                 error: None,
+                instance: None,
             }),
             goal: true,
         };
         let back = key_from_proto(key_to_proto(&record)).unwrap();
         assert_eq!(back, record);
+        // A failed instance is kept whole with its outcome.
+        let mut failed = record.clone();
+        let kept = failed.active.take().map(Box::new);
+        failed.last = Some(Outcome {
+            status: Status::Failed,
+            error: Some("node down".into()),
+            instance: kept,
+            ..record.last.clone().unwrap()
+        });
+        assert_eq!(key_from_proto(key_to_proto(&failed)).unwrap(), failed);
         let empty = KeyRecord::default();
         assert_eq!(key_from_proto(key_to_proto(&empty)).unwrap(), empty);
     }

@@ -103,6 +103,7 @@ pub fn encode_run_command(
         reply_topic: reply_topic.to_string(),
         reply_key: reply_key.to_string(),
         issued_at: Some(timestamp_to_proto(issued_at)),
+        source: command.source.clone().unwrap_or_default(),
         ..Default::default()
     };
     encode(&m, format)
@@ -130,6 +131,7 @@ pub fn encode_stage_run_command(
         stage: command.stage.clone(),
         offer_id: command.offer.clone(),
         version: command.version,
+        source: command.source.clone().unwrap_or_default(),
         ..Default::default()
     };
     let mut fields = vec![(23, "offer", JsonField::Struct(&command.body))];
@@ -170,6 +172,7 @@ pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeE
         body,
         state,
         deadline: required_ts("deadline", m.deadline.as_ref())?,
+        source: Some(m.source).filter(|s| !s.is_empty()),
         topic: String::new(),
     })
 }
@@ -217,6 +220,7 @@ mod tests {
             deadline: ts("2021-04-25T05:00:00Z"),
             key: "reports".into(),
             topic: None,
+            source: None,
         }
     }
 
@@ -305,6 +309,7 @@ mod tests {
             state: Some(serde_json::json!({"model": 3})),
             deadline: ts("2024-06-01T00:01:00Z"),
             topic: "stage.price.runs".into(),
+            source: None,
         }
     }
 

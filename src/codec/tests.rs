@@ -82,6 +82,7 @@ fn valid_record(which: usize, format: Format) -> Vec<u8> {
                 state: Some(serde_json::json!({"model": [1, 2]})),
                 deadline: "2024-06-01T00:00:00Z".parse().unwrap(),
                 topic: String::new(),
+                source: None,
             },
             "reactor.results",
             "2024-06-01T00:00:00Z".parse().unwrap(),

@@ -14,6 +14,7 @@ use super::limits::{
 };
 use crate::engine::{Command, RunResult, Update};
 use crate::offer::{Change, OfferChange};
+use crate::ops::{Criteria, Kind, Mode, Recover, Search, MAX_SEARCH_LIMIT, STATES};
 
 /// A CTL change: see [`parameter`].
 pub fn ctl_change(
@@ -217,6 +218,80 @@ pub fn command(command: Command) -> Result<Command, DecodeError> {
             process: name("process", process)?,
             key: name("key", key)?,
         },
+        Command::Search(s) => {
+            if s.limit.is_some_and(|l| l == 0 || l > MAX_SEARCH_LIMIT) {
+                return Err(DecodeError::InvalidField {
+                    field: "limit",
+                    reason: format!("must be 1 to {MAX_SEARCH_LIMIT}"),
+                });
+            }
+            Command::Search(Search {
+                id: name("id", s.id)?,
+                criteria: criteria(s.criteria)?,
+                limit: s.limit,
+            })
+        }
+        Command::Recover(r) => {
+            let mode = match r.mode {
+                Mode::FromStep(step) => {
+                    if r.criteria.kind.is_some_and(|k| k != Kind::Process) {
+                        return Err(DecodeError::InvalidField {
+                            field: "from_step",
+                            reason: "only process instances have steps".to_string(),
+                        });
+                    }
+                    Mode::FromStep(name("from_step", step)?)
+                }
+                mode => mode,
+            };
+            Command::Recover(Recover {
+                id: name("id", r.id)?,
+                criteria: criteria(r.criteria)?,
+                mode,
+                dry_run: r.dry_run,
+            })
+        }
+        Command::CancelOperation { id } => Command::CancelOperation {
+            id: name("id", id)?,
+        },
+    })
+}
+
+/// Operation criteria: every text given non-empty and short, a known
+/// state, a non-empty time range, and a step only where there are steps.
+fn criteria(c: Criteria) -> Result<Criteria, DecodeError> {
+    let text = |field, t: Option<String>| t.map(|t| name(field, t)).transpose();
+    let state = text("state", c.state)?;
+    if let Some(s) = state.as_deref().filter(|s| !STATES.contains(s)) {
+        return Err(DecodeError::InvalidField {
+            field: "state",
+            reason: format!("unknown state `{s}`, expected one of {}", STATES.join(", ")),
+        });
+    }
+    if let (Some(since), Some(until)) = (c.since, c.until) {
+        if since >= until {
+            return Err(DecodeError::InvalidField {
+                field: "until",
+                reason: format!("{until} is not after `since` {since}"),
+            });
+        }
+    }
+    let step = text("step", c.step)?;
+    if step.is_some() && c.kind.is_some_and(|k| k != Kind::Process) {
+        return Err(DecodeError::InvalidField {
+            field: "step",
+            reason: "only process instances have steps".to_string(),
+        });
+    }
+    Ok(Criteria {
+        kind: c.kind,
+        name: text("name", c.name)?,
+        key: text("key", c.key)?,
+        state,
+        error: text("error", c.error)?,
+        since: c.since,
+        until: c.until,
+        step,
     })
 }
 

@@ -465,6 +465,7 @@ mod tests {
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
             topic: String::new(),
+            source: None,
         }
     }
 

@@ -266,6 +266,16 @@ pub enum Command {
         /// The key.
         key: String,
     },
+    /// Find the shard's runs by criteria: one `search_result` answer.
+    Search(crate::ops::Search),
+    /// Restart the shard's runs found by criteria, in chunks in the
+    /// low-priority lanes (or only count them: `dry_run`).
+    Recover(crate::ops::Recover),
+    /// Stop a recovery in progress on the shard.
+    CancelOperation {
+        /// The operation id.
+        id: String,
+    },
 }
 
 /// What a command is about: where it is routed.
@@ -294,7 +304,10 @@ impl Command {
             Command::SetStageState { offer, .. } | Command::UnparkOffer { offer } => {
                 Target::Offer(offer)
             }
-            Command::Rescan { .. } => Target::Shard,
+            Command::Rescan { .. }
+            | Command::Search(_)
+            | Command::Recover(_)
+            | Command::CancelOperation { .. } => Target::Shard,
             Command::LaunchTask { task, .. } => Target::Task(task),
             Command::Launch { keys, .. } => Target::Keys(keys),
             Command::Submit { key, .. }

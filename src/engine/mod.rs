@@ -8,6 +8,7 @@
 
 mod input;
 mod offers;
+pub(crate) mod ops;
 mod processes;
 mod tasks;
 
@@ -80,6 +81,8 @@ pub struct Engine {
     offers: offers::Offers,
     /// The process keys of the shard's partition and the job queues.
     processes: processes::Processes,
+    /// Recoveries in progress.
+    ops: ops::Ops,
 }
 
 impl Engine {
@@ -95,6 +98,7 @@ impl Engine {
             tasks: tasks::Tasks::new(config, owns),
             offers: offers::Offers::new(config),
             processes: processes::Processes::new(config),
+            ops: ops::Ops::new(),
         }
     }
 
@@ -103,6 +107,7 @@ impl Engine {
     pub fn set_partition(&mut self, index: u32, count: u32) {
         self.offers.set_partition(index, count);
         self.processes.set_partition(index, count);
+        self.ops.set_partition(index);
     }
 
     /// Rebuilds a shard from the changelog records it emitted (in order; last
@@ -159,6 +164,14 @@ impl Engine {
                     };
                     engine.processes.restore_counter(&record.key, value);
                 }
+                Store::Recovery => {
+                    let value = match &record.value {
+                        Some(Value::Recovery(r)) => Some(r.as_ref()),
+                        None => None,
+                        Some(_) => return Err(bad_value(&record)),
+                    };
+                    engine.ops.restore(&record.key, value);
+                }
             }
         }
         engine.tasks.rebuild_derived()?;
@@ -179,6 +192,7 @@ impl Engine {
             e.tasks.start(now)?;
             e.tasks.drain(out);
             e.offers.start(now, out);
+            e.ops.start(now);
             e.processes.start(now, out)
         })
     }
@@ -252,6 +266,18 @@ impl Engine {
             }
             Command::Cancel { process, key } => self.processes.cancel(&process, &key, now),
             Command::ResetKey { process, key } => self.processes.reset_key(&process, &key),
+            Command::Search(search) => {
+                self.search(search);
+                Ok(())
+            }
+            Command::Recover(recover) => {
+                self.recover(recover, now);
+                Ok(())
+            }
+            Command::CancelOperation { id } => {
+                self.cancel_operation(&id);
+                Ok(())
+            }
             command => match command.target() {
                 Target::Task(_) => self.tasks.on_command(command, now),
                 _ => self.offers.on_command(command, now),
@@ -276,7 +302,8 @@ impl Engine {
         self.step(now, |e, _| {
             e.tasks.tick(now)?;
             e.offers.tick(now)?;
-            e.processes.tick(now, &e.offers)
+            e.processes.tick(now, &e.offers)?;
+            e.recovery_tick(now)
         })
     }
 
@@ -295,7 +322,9 @@ impl Engine {
             self.tasks.drain(&mut out);
             self.offers.finish(now, &mut out)?;
             self.processes.finish(now, &mut out)?;
-            self.tasks.finish(now, &mut out)
+            self.tasks.finish(now, &mut out)?;
+            self.ops.finish(&mut out);
+            Ok(())
         });
         match done {
             Ok(()) => Ok(out),
@@ -303,6 +332,7 @@ impl Engine {
                 self.tasks.abandon();
                 self.offers.abandon();
                 self.processes.abandon();
+                self.ops.abandon();
                 Err(e)
             }
         }
@@ -314,6 +344,7 @@ impl Engine {
             self.tasks.next_deadline(),
             self.offers.next_deadline(),
             self.processes.next_deadline(),
+            self.ops.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -439,6 +470,7 @@ impl Engine {
         let mut records = self.tasks.snapshot();
         records.extend(self.offers.snapshot());
         records.extend(self.processes.snapshot());
+        records.extend(self.ops.snapshot());
         records
     }
 }

@@ -247,6 +247,14 @@ pub struct InstanceRecord {
     /// What caused it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Runs started by the instance, every step counted.
+    #[serde(default)]
+    pub runs: u64,
+    /// Where a new step's run numbers start: 0, or after a recovery the
+    /// runs started before it, so that a restarted chain never repeats a
+    /// run id.
+    #[serde(default)]
+    pub seq_base: u64,
 }
 
 /// How a key's last instance ended.
@@ -264,6 +272,10 @@ pub struct Outcome {
     /// Why it failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A failed, timed-out or cancelled instance as it ended: an operator
+    /// may restart it from a step or retry its step (`recover`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<Box<InstanceRecord>>,
 }
 
 /// Everything a shard keeps about one process and one key: the seed's

@@ -116,6 +116,10 @@ pub struct RunSlot {
     /// Last failure's error text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When the last attempt failed (cleared by a success): what an
+    /// operator's search by time range looks at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<Timestamp>,
 }
 
 impl RunSlot {
@@ -209,6 +213,7 @@ impl RunSlot {
     pub fn succeeded(&mut self) {
         self.failures = 0;
         self.last_error = None;
+        self.failed_at = None;
         self.phase = Phase::Idle;
     }
 
@@ -223,6 +228,7 @@ impl RunSlot {
     ) -> Failure {
         self.failures += 1;
         self.last_error = Some(error);
+        self.failed_at = Some(now);
         let (phase, wake, failure) = match retry.after_failure(self.failures, now) {
             AfterFailure::Backoff(at) => {
                 (Phase::Backoff, Some(at), Failure::Backoff { retry_at: at })

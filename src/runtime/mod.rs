@@ -341,6 +341,25 @@ impl Runtime {
                         .and_then(|s| s.engine().process_view(&process, &key));
                     let _ = reply.send(view);
                 }
+                Query::Runs {
+                    criteria,
+                    limit,
+                    reply,
+                } => {
+                    let mut runs = crate::admin::Runs::default();
+                    for (&p, shard) in &self.shards {
+                        let (total, matches) = shard.engine().find(&criteria, limit);
+                        let partition = u32::try_from(p).unwrap_or(0);
+                        runs.total += total;
+                        runs.partitions.push(partition);
+                        runs.matches.extend(
+                            matches
+                                .into_iter()
+                                .map(|item| crate::admin::RunMatch { partition, item }),
+                        );
+                    }
+                    let _ = reply.send(runs);
+                }
                 Query::Jobs { reply } => {
                     let shards: Vec<_> = self
                         .shards

@@ -52,6 +52,10 @@ pub struct SlotRecord {
     /// The offer version the run in flight was dispatched with.
     #[serde(default)]
     pub run_version: u64,
+    /// What caused the current run: `op:ID` for a recovery; cleared when it
+    /// succeeds or dies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl SlotRecord {

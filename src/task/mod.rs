@@ -66,4 +66,8 @@ pub struct TaskRecord {
     /// When the cron `schedule` next fires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron_at: Option<Timestamp>,
+    /// What caused the current run: `op:ID` for a recovery (its runs wait
+    /// in the pool's low-priority lane); cleared when it succeeds or dies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }

@@ -15,6 +15,7 @@
 
 mod change;
 mod commands;
+mod ops;
 mod restore;
 mod runs;
 mod view;

@@ -98,14 +98,22 @@ impl Offers {
         slot.queued_at = None;
         self.stage_mut(s)?.running += 1;
         // The offer is busy once the run is out: its other queued stages wait.
-        self.issue(s, id, true, now)?;
+        self.issue(s, id, true, false, now)?;
         self.hide_queued(id);
         Ok(())
     }
 
     /// Sends a pass of the slot's run on the offer's current version: a new
-    /// run (`fresh`), or the run in flight again under a new pass.
-    fn issue(&mut self, s: u16, id: &str, fresh: bool, now: Timestamp) -> Result<(), Error> {
+    /// run (`fresh`), or the run in flight again under a new pass (`auto`:
+    /// after a timeout, which its `source` says).
+    fn issue(
+        &mut self,
+        s: u16,
+        id: &str,
+        fresh: bool,
+        auto: bool,
+        now: Timestamp,
+    ) -> Result<(), Error> {
         let def = self.stage(s)?.def.clone();
         let rt = self.offer(id)?;
         let (version, body) = (rt.version, rt.body.clone());
@@ -127,6 +135,11 @@ impl Offers {
         .clone();
         slot.run_version = version;
         let state = slot.state.clone();
+        let source = if auto {
+            Some(crate::ops::AUTO.to_string())
+        } else {
+            slot.source.clone()
+        };
         self.dirty.insert(id.to_string());
         self.out.push(Action::StageRun(StageRunCommand {
             stage: def.name,
@@ -138,6 +151,7 @@ impl Offers {
             body,
             state,
             deadline: run.deadline,
+            source,
             topic: def.topic,
         }));
         Ok(())
@@ -217,6 +231,7 @@ impl Offers {
         rt.body = body;
         let slot = rt.slot_mut(s);
         slot.slot.succeeded();
+        slot.source = None;
         slot.run_version = 0;
         slot.state = state;
         match result.stage.timer {
@@ -265,7 +280,7 @@ impl Offers {
             current,
         });
         if self.guard_allows(s, id, now)? {
-            self.issue(s, id, false, now)
+            self.issue(s, id, false, false, now)
         } else {
             // Parked: the stage waits in its queue for the park to end.
             self.end_run(s, id)?;
@@ -313,6 +328,10 @@ impl Offers {
         let failure = slot
             .slot
             .failed(error.clone(), &def.run.retry, now, &mut alarms);
+        if failure == crate::run::Failure::Dead {
+            // A recovery's run ends here too: what follows is the operator's.
+            slot.source = None;
+        }
         let event = failure.event(
             Subject::stage(&def.name, id),
             slot.slot.last_run_id(&target(&def.name, id)),
@@ -352,7 +371,7 @@ impl Offers {
             restarted: restart,
         });
         if restart {
-            self.issue(s, id, false, now)
+            self.issue(s, id, false, true, now)
         } else {
             self.fail(s, id, def.run.timeout_error(), now)
         }

@@ -230,6 +230,8 @@ impl Processes {
             started_at: now,
             progress_at: now,
             source: launch.source.clone(),
+            runs: 0,
+            seq_base: 0,
         });
         self.mark(p, key);
         self.emit(Event::ProcessStarted {

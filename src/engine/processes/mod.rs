@@ -13,6 +13,7 @@
 //!   are derived from the records on restore.
 
 pub(super) mod launch;
+mod ops;
 mod record;
 pub(super) mod schedule;
 mod steps;
@@ -363,7 +364,7 @@ impl Processes {
             ProcTimer::Idle(p, key) => self.on_idle(p, &key, at, now),
             ProcTimer::Bury(p, key) => {
                 let buried = self.record(p, &key).is_some_and(|r| {
-                    r.is_idle()
+                    steps::buriable(r)
                         && r.last.as_ref().is_some_and(|l| {
                             crate::run::add(l.finished_at, self.grave_time.get()) == at
                         })

@@ -118,7 +118,9 @@ impl Processes {
     }
 
     /// Sends the active instance's current step to its job's workers: a new
-    /// run (`fresh`) or the run in flight under a new pass.
+    /// run (`fresh`) or the run in flight under a new pass — a re-dispatch
+    /// Reactor decides on its own (a timeout, an idle instance), whose
+    /// `source` is `auto`.
     fn send(&mut self, p: u16, key: &str, fresh: bool, now: Timestamp) -> Result<(), Error> {
         let j = self.current_job(p, key)?;
         let job = self.job(j)?.def.clone();
@@ -128,6 +130,7 @@ impl Processes {
         let instance = instance_id(&name, key, inst.n);
         let target = step_target(&instance, inst.step);
         let run = if fresh {
+            inst.runs += 1;
             inst.slot.start(&target, job.run.timeout, now, &mut alarms)
         } else {
             inst.slot
@@ -151,7 +154,11 @@ impl Processes {
             params,
             context: inst.context.clone(),
             deadline: run.deadline,
-            source: inst.source.clone(),
+            source: if fresh {
+                inst.source.clone()
+            } else {
+                Some(crate::ops::AUTO.to_string())
+            },
             topic: job.topic,
         };
         if let Some(idle) = idle {
@@ -309,7 +316,11 @@ impl Processes {
                 Position::Back => inst.chain.push(step),
             }
         }
-        inst.slot = RunSlot::default();
+        // After a recovery, run numbers go on from where it left them.
+        inst.slot = RunSlot {
+            run_seq: inst.seq_base,
+            ..RunSlot::default()
+        };
         inst.step += 1;
         inst.overdue = false;
         let old_deadline = inst.step_deadline.take();
@@ -555,6 +566,9 @@ impl Processes {
             End::Cancelled(_) => (Status::Cancelled, None),
             End::TimedOut => (Status::TimedOut, None),
         };
+        // What did not succeed is kept whole: an operator may restart it
+        // from a step, or retry its step (`recover`).
+        let kept = (status != Status::Succeeded).then(|| Box::new(inst.clone()));
         if status == Status::Succeeded && def.reuse == Reuse::UntilReset {
             record.goal = true;
         }
@@ -564,6 +578,7 @@ impl Processes {
             finished_at: now,
             context: inst.context,
             error,
+            instance: kept,
         });
         let key_s = key.to_string();
         if let Some(timeout) = def.timeout {
@@ -604,7 +619,7 @@ impl Processes {
     /// its runs can be current: then it is dropped.
     fn maybe_bury(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
         let reuse = self.def(p)?.reuse;
-        let idle = self.record(p, key).is_some_and(|r| r.is_idle() && !r.goal);
+        let idle = self.record(p, key).is_some_and(buriable);
         if idle && reuse == Reuse::Allow {
             self.timers.arm(
                 add(now, self.grave_time.get()),
@@ -651,7 +666,7 @@ impl Processes {
                 continue;
             };
             let Some(inst) = record.active.clone() else {
-                if record.is_idle() && !record.goal && def.reuse == Reuse::Allow {
+                if buriable(record) && def.reuse == Reuse::Allow {
                     if let Some(last) = &record.last {
                         self.timers.arm(
                             add(last.finished_at, self.grave_time.get()),
@@ -697,4 +712,17 @@ impl Processes {
         }
         Ok(())
     }
+}
+
+/// A key record that nothing needs once no late result can be current:
+/// nothing active or waiting, no goal, and a last instance that did not fail
+/// or time out — those stay until an operator recovers them (or a new
+/// launch replaces the outcome).
+pub(super) fn buriable(record: &crate::process::KeyRecord) -> bool {
+    record.is_idle()
+        && !record.goal
+        && record
+            .last
+            .as_ref()
+            .is_none_or(|l| !matches!(l.status, Status::Failed | Status::TimedOut))
 }

@@ -6,6 +6,7 @@
 //! carries, last-seen values recorded on success, the staleness SLA, pause.
 
 mod holds;
+mod ops;
 mod record;
 mod runs;
 mod view;
@@ -69,6 +70,9 @@ struct TaskRt {
     again: Option<BTreeMap<String, String>>,
     /// When the task's cron `schedule` next fires.
     cron_at: Option<Timestamp>,
+    /// What caused the current run (`op:ID`: a recovery, queued in the
+    /// pool's low-priority lane); cleared when it succeeds or dies.
+    source: Option<String>,
     /// Changed in the current step; not part of the record.
     dirty: bool,
 }
@@ -491,10 +495,12 @@ impl Tasks {
                 .ok_or_else(|| bug(format!("no pool #{}", def.pool)))?;
             match rt.slot.phase {
                 TaskState::Running => pool.running += 1,
-                TaskState::Queued => {
-                    pool.queue
-                        .push(def.priority, rt.queued_at.unwrap_or(Timestamp::MIN), i)
-                }
+                TaskState::Queued => pool.queue.push(
+                    rt.source.is_some(),
+                    def.priority,
+                    rt.queued_at.unwrap_or(Timestamp::MIN),
+                    i,
+                ),
                 _ => {}
             }
             if let Some(hold) = rt.hold {

@@ -35,6 +35,7 @@ impl Tasks {
             launch: rt.launch.clone(),
             again: rt.again.clone(),
             cron_at: rt.cron_at,
+            source: rt.source.clone(),
         };
         Ok(ChangelogRecord {
             store: Store::Task,
@@ -70,6 +71,7 @@ impl Tasks {
             launch: r.launch.clone(),
             again: r.again.clone(),
             cron_at: r.cron_at,
+            source: r.source.clone(),
             dirty: false,
         })
     }

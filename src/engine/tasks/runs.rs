@@ -63,8 +63,10 @@ impl Tasks {
             (def.pool, def.priority)
         };
         self.set_state(i, TaskState::Queued, now)?;
-        self.task_mut(i)?.rt.queued_at = Some(now);
-        self.pool_mut(pool)?.queue.push(priority, now, i);
+        let rt = &mut self.task_mut(i)?.rt;
+        rt.queued_at = Some(now);
+        let low = rt.source.is_some();
+        self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
         self.pending(pool)
     }
@@ -82,6 +84,8 @@ impl Tasks {
             if self.task(i)?.rt.launch.is_some() || self.eval(i, now)? {
                 self.dispatch(i, now)?;
             } else {
+                // Nothing to run, a recovery's task included.
+                self.task_mut(i)?.rt.source = None;
                 self.set_state(i, TaskState::Idle, now)?;
             }
         }
@@ -125,11 +129,13 @@ impl Tasks {
         let pool = task.def.pool;
         self.pool_mut(pool)?.running += 1;
         enter(self, i, TaskState::Running, now)?;
-        self.emit_run(i)?;
+        self.emit_run(i, false)?;
         self.start_holds(i, now)
     }
 
-    fn emit_run(&mut self, i: u32) -> Result<(), Error> {
+    /// Sends the task's run in flight; `auto`: a pass re-dispatched after a
+    /// timeout (its `source` says so).
+    fn emit_run(&mut self, i: u32, auto: bool) -> Result<(), Error> {
         let task = self.task(i)?;
         let (def, rt) = (&task.def, &task.rt);
         let run = rt
@@ -155,6 +161,11 @@ impl Tasks {
                 }
             },
             deadline: run.deadline,
+            source: if auto {
+                Some(crate::ops::AUTO.to_string())
+            } else {
+                rt.source.clone()
+            },
             key: self.pool(def.pool)?.name.clone(),
             topic: def.topic.clone(),
         };
@@ -225,6 +236,7 @@ impl Tasks {
             }
         }
         rt.slot.succeeded();
+        rt.source = None;
         rt.last_success = Some(now);
         rt.launch = rt.again.take();
         if let Some(every) = every {
@@ -253,14 +265,16 @@ impl Tasks {
     }
 
     /// Queues task `i` in its pool (it is idle or waking).
-    fn queue(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
+    pub(super) fn queue(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let (pool, priority) = {
             let def = &self.task(i)?.def;
             (def.pool, def.priority)
         };
         self.set_state(i, TaskState::Queued, now)?;
-        self.task_mut(i)?.rt.queued_at = Some(now);
-        self.pool_mut(pool)?.queue.push(priority, now, i);
+        let rt = &mut self.task_mut(i)?.rt;
+        rt.queued_at = Some(now);
+        let low = rt.source.is_some();
+        self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
         self.pending(pool)
     }
@@ -340,6 +354,7 @@ impl Tasks {
         let state = task.rt.slot.phase;
         if state == TaskState::Dead {
             task.rt.launch = task.rt.again.take();
+            task.rt.source = None;
         }
         let event = failure.event(
             Subject::task(&task.def.id),
@@ -378,7 +393,7 @@ impl Tasks {
             .slot
             .reissue(&task.def.id, task.def.run.timeout, now, &mut alarms);
         self.mark(i)?;
-        self.emit_run(i)
+        self.emit_run(i, true)
     }
 
     pub(super) fn on_timer(
@@ -508,8 +523,9 @@ impl Tasks {
                     .then(|| task.rt.queued_at.take())
                     .flatten();
                 task.rt.slot.set_wake(None, &mut alarms);
+                let low = task.rt.source.is_some();
                 if let Some(at) = queued_at {
-                    self.pool_mut(pool)?.queue.remove(priority, at, i);
+                    self.pool_mut(pool)?.queue.remove(low, priority, at, i);
                 }
                 self.release_hold(i)?;
                 self.set_state(i, TaskState::Paused, now)
@@ -540,7 +556,12 @@ impl Tasks {
 
 /// Task `i` enters `state` at `now`. Used where the run slot has already
 /// moved the phase (start, failure, wake): every such move is a change.
-fn enter(tasks: &mut Tasks, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
+pub(super) fn enter(
+    tasks: &mut Tasks,
+    i: u32,
+    state: TaskState,
+    now: Timestamp,
+) -> Result<(), Error> {
     let rt = &mut tasks.task_mut(i)?.rt;
     rt.slot.phase = state;
     rt.since = Some(now);

@@ -179,7 +179,7 @@ class NextJob(_message.Message):
     def __init__(self, job: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., position: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("kind", "task", "at", "run_id", "attempt", "reason", "restarted", "error", "retry_at", "tier", "until", "attempts", "entity", "param", "previous", "value", "last_success", "expect_every", "stage", "offer_id", "version", "computed_from", "current", "field", "runs", "window", "expected", "applied", "checked", "queued", "total", "errors", "done", "process", "key", "instance", "job", "source", "idle_for", "deadline")
+    __slots__ = ("kind", "task", "at", "run_id", "attempt", "reason", "restarted", "error", "retry_at", "tier", "until", "attempts", "entity", "param", "previous", "value", "last_success", "expect_every", "stage", "offer_id", "version", "computed_from", "current", "field", "runs", "window", "expected", "applied", "checked", "queued", "total", "errors", "done", "process", "key", "instance", "job", "source", "idle_for", "deadline", "op", "partition", "recovered", "finished", "cancelled", "matches", "mode")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,13 @@ class Event(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     IDLE_FOR_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     kind: str
     task: str
     at: _timestamp_pb2.Timestamp
@@ -261,10 +268,41 @@ class Event(_message.Message):
     source: str
     idle_for: str
     deadline: _timestamp_pb2.Timestamp
-    def __init__(self, kind: _Optional[str] = ..., task: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., restarted: bool = ..., error: _Optional[str] = ..., retry_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tier: _Optional[int] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., entity: _Optional[str] = ..., param: _Optional[str] = ..., previous: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., value: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expect_every: _Optional[str] = ..., stage: _Optional[str] = ..., offer_id: _Optional[str] = ..., version: _Optional[int] = ..., computed_from: _Optional[int] = ..., current: _Optional[int] = ..., field: _Optional[str] = ..., runs: _Optional[int] = ..., window: _Optional[str] = ..., expected: _Optional[int] = ..., applied: bool = ..., checked: _Optional[int] = ..., queued: _Optional[int] = ..., total: _Optional[int] = ..., errors: _Optional[int] = ..., done: bool = ..., process: _Optional[str] = ..., key: _Optional[str] = ..., instance: _Optional[str] = ..., job: _Optional[str] = ..., source: _Optional[str] = ..., idle_for: _Optional[str] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., **kwargs) -> None: ...
+    op: str
+    partition: int
+    recovered: int
+    finished: bool
+    cancelled: bool
+    matches: _containers.RepeatedCompositeFieldContainer[SearchMatch]
+    mode: str
+    def __init__(self, kind: _Optional[str] = ..., task: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., restarted: bool = ..., error: _Optional[str] = ..., retry_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tier: _Optional[int] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ..., entity: _Optional[str] = ..., param: _Optional[str] = ..., previous: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., value: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expect_every: _Optional[str] = ..., stage: _Optional[str] = ..., offer_id: _Optional[str] = ..., version: _Optional[int] = ..., computed_from: _Optional[int] = ..., current: _Optional[int] = ..., field: _Optional[str] = ..., runs: _Optional[int] = ..., window: _Optional[str] = ..., expected: _Optional[int] = ..., applied: bool = ..., checked: _Optional[int] = ..., queued: _Optional[int] = ..., total: _Optional[int] = ..., errors: _Optional[int] = ..., done: bool = ..., process: _Optional[str] = ..., key: _Optional[str] = ..., instance: _Optional[str] = ..., job: _Optional[str] = ..., source: _Optional[str] = ..., idle_for: _Optional[str] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., op: _Optional[str] = ..., partition: _Optional[int] = ..., recovered: _Optional[int] = ..., finished: bool = ..., cancelled: bool = ..., matches: _Optional[_Iterable[_Union[SearchMatch, _Mapping]]] = ..., mode: _Optional[str] = ..., **kwargs) -> None: ...
+
+class SearchMatch(_message.Message):
+    __slots__ = ("kind", "name", "key", "state", "error", "at", "step", "instance", "run_id", "attempt")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    key: str
+    state: str
+    error: str
+    at: _timestamp_pb2.Timestamp
+    step: str
+    instance: str
+    run_id: str
+    attempt: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., key: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., step: _Optional[str] = ..., instance: _Optional[str] = ..., run_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("pause", "resume", "set_last", "clear_last", "set_stage_state", "rescan", "unpark_offer", "launch", "submit", "cancel", "reset_key")
+    __slots__ = ("pause", "resume", "set_last", "clear_last", "set_stage_state", "rescan", "unpark_offer", "launch", "submit", "cancel", "reset_key", "search", "recover", "cancel_operation")
     class Pause(_message.Message):
         __slots__ = ("task",)
         TASK_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +405,63 @@ class Command(_message.Message):
         process: str
         key: str
         def __init__(self, process: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    class Search(_message.Message):
+        __slots__ = ("id", "kind", "name", "key", "state", "error", "since", "until", "step", "limit")
+        ID_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        SINCE_FIELD_NUMBER: _ClassVar[int]
+        UNTIL_FIELD_NUMBER: _ClassVar[int]
+        STEP_FIELD_NUMBER: _ClassVar[int]
+        LIMIT_FIELD_NUMBER: _ClassVar[int]
+        id: str
+        kind: str
+        name: str
+        key: str
+        state: str
+        error: str
+        since: _timestamp_pb2.Timestamp
+        until: _timestamp_pb2.Timestamp
+        step: str
+        limit: int
+        def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., key: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., step: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    class Recover(_message.Message):
+        __slots__ = ("id", "kind", "name", "key", "state", "error", "since", "until", "step", "from_start", "from_step", "retry", "dry_run")
+        ID_FIELD_NUMBER: _ClassVar[int]
+        KIND_FIELD_NUMBER: _ClassVar[int]
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        SINCE_FIELD_NUMBER: _ClassVar[int]
+        UNTIL_FIELD_NUMBER: _ClassVar[int]
+        STEP_FIELD_NUMBER: _ClassVar[int]
+        FROM_START_FIELD_NUMBER: _ClassVar[int]
+        FROM_STEP_FIELD_NUMBER: _ClassVar[int]
+        RETRY_FIELD_NUMBER: _ClassVar[int]
+        DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+        id: str
+        kind: str
+        name: str
+        key: str
+        state: str
+        error: str
+        since: _timestamp_pb2.Timestamp
+        until: _timestamp_pb2.Timestamp
+        step: str
+        from_start: bool
+        from_step: str
+        retry: bool
+        dry_run: bool
+        def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., key: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., step: _Optional[str] = ..., from_start: bool = ..., from_step: _Optional[str] = ..., retry: bool = ..., dry_run: bool = ...) -> None: ...
+    class CancelOperation(_message.Message):
+        __slots__ = ("id",)
+        ID_FIELD_NUMBER: _ClassVar[int]
+        id: str
+        def __init__(self, id: _Optional[str] = ...) -> None: ...
     PAUSE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     SET_LAST_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +473,9 @@ class Command(_message.Message):
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RESET_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    RECOVER_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_OPERATION_FIELD_NUMBER: _ClassVar[int]
     pause: Command.Pause
     resume: Command.Resume
     set_last: Command.SetLast
@@ -389,7 +487,10 @@ class Command(_message.Message):
     submit: Command.Submit
     cancel: Command.Cancel
     reset_key: Command.ResetKey
-    def __init__(self, pause: _Optional[_Union[Command.Pause, _Mapping]] = ..., resume: _Optional[_Union[Command.Resume, _Mapping]] = ..., set_last: _Optional[_Union[Command.SetLast, _Mapping]] = ..., clear_last: _Optional[_Union[Command.ClearLast, _Mapping]] = ..., set_stage_state: _Optional[_Union[Command.SetStageState, _Mapping]] = ..., rescan: _Optional[_Union[Command.Rescan, _Mapping]] = ..., unpark_offer: _Optional[_Union[Command.UnparkOffer, _Mapping]] = ..., launch: _Optional[_Union[Command.Launch, _Mapping]] = ..., submit: _Optional[_Union[Command.Submit, _Mapping]] = ..., cancel: _Optional[_Union[Command.Cancel, _Mapping]] = ..., reset_key: _Optional[_Union[Command.ResetKey, _Mapping]] = ...) -> None: ...
+    search: Command.Search
+    recover: Command.Recover
+    cancel_operation: Command.CancelOperation
+    def __init__(self, pause: _Optional[_Union[Command.Pause, _Mapping]] = ..., resume: _Optional[_Union[Command.Resume, _Mapping]] = ..., set_last: _Optional[_Union[Command.SetLast, _Mapping]] = ..., clear_last: _Optional[_Union[Command.ClearLast, _Mapping]] = ..., set_stage_state: _Optional[_Union[Command.SetStageState, _Mapping]] = ..., rescan: _Optional[_Union[Command.Rescan, _Mapping]] = ..., unpark_offer: _Optional[_Union[Command.UnparkOffer, _Mapping]] = ..., launch: _Optional[_Union[Command.Launch, _Mapping]] = ..., submit: _Optional[_Union[Command.Submit, _Mapping]] = ..., cancel: _Optional[_Union[Command.Cancel, _Mapping]] = ..., reset_key: _Optional[_Union[Command.ResetKey, _Mapping]] = ..., search: _Optional[_Union[Command.Search, _Mapping]] = ..., recover: _Optional[_Union[Command.Recover, _Mapping]] = ..., cancel_operation: _Optional[_Union[Command.CancelOperation, _Mapping]] = ...) -> None: ...
 
 class RunRecord(_message.Message):
     __slots__ = ("run_id", "attempt", "dispatched_at", "deadline")
@@ -413,7 +514,7 @@ class Hold(_message.Message):
     def __init__(self, until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., awaiting_data: bool = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("state", "since", "queued_at", "wake_at", "failures", "run_seq", "pass_seq", "run", "snapshot", "last_seen", "last_success", "sla_due", "hold", "pause_requested", "last_error", "launch", "again", "cron_at")
+    __slots__ = ("state", "since", "queued_at", "wake_at", "failures", "run_seq", "pass_seq", "run", "snapshot", "last_seen", "last_success", "sla_due", "hold", "pause_requested", "last_error", "launch", "again", "cron_at", "failed_at", "source")
     class SnapshotEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -446,6 +547,8 @@ class TaskRecord(_message.Message):
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     AGAIN_FIELD_NUMBER: _ClassVar[int]
     CRON_AT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     state: TaskState
     since: _timestamp_pb2.Timestamp
     queued_at: _timestamp_pb2.Timestamp
@@ -464,7 +567,9 @@ class TaskRecord(_message.Message):
     launch: LaunchParams
     again: LaunchParams
     cron_at: _timestamp_pb2.Timestamp
-    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., snapshot: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_seen: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., sla_due: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., hold: _Optional[_Union[Hold, _Mapping]] = ..., pause_requested: bool = ..., last_error: _Optional[str] = ..., launch: _Optional[_Union[LaunchParams, _Mapping]] = ..., again: _Optional[_Union[LaunchParams, _Mapping]] = ..., cron_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    failed_at: _timestamp_pb2.Timestamp
+    source: str
+    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failures: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., snapshot: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_seen: _Optional[_Mapping[str, _timestamp_pb2.Timestamp]] = ..., last_success: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., sla_due: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., hold: _Optional[_Union[Hold, _Mapping]] = ..., pause_requested: bool = ..., last_error: _Optional[str] = ..., launch: _Optional[_Union[LaunchParams, _Mapping]] = ..., again: _Optional[_Union[LaunchParams, _Mapping]] = ..., cron_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ...) -> None: ...
 
 class LaunchParams(_message.Message):
     __slots__ = ("params",)
@@ -525,7 +630,7 @@ class OfferState(_message.Message):
 class OfferRecord(_message.Message):
     __slots__ = ("version", "body_json", "updated_at", "stages", "guard", "deleted")
     class SlotRecord(_message.Message):
-        __slots__ = ("phase", "state_json", "timer", "lane", "queued_at", "run", "run_version", "run_seq", "pass_seq", "failures", "wake_at", "last_error")
+        __slots__ = ("phase", "state_json", "timer", "lane", "queued_at", "run", "run_version", "run_seq", "pass_seq", "failures", "wake_at", "last_error", "failed_at", "source")
         PHASE_FIELD_NUMBER: _ClassVar[int]
         STATE_JSON_FIELD_NUMBER: _ClassVar[int]
         TIMER_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +643,8 @@ class OfferRecord(_message.Message):
         FAILURES_FIELD_NUMBER: _ClassVar[int]
         WAKE_AT_FIELD_NUMBER: _ClassVar[int]
         LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+        FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
         phase: StagePhase
         state_json: bytes
         timer: _timestamp_pb2.Timestamp
@@ -550,7 +657,9 @@ class OfferRecord(_message.Message):
         failures: int
         wake_at: _timestamp_pb2.Timestamp
         last_error: str
-        def __init__(self, phase: _Optional[_Union[StagePhase, str]] = ..., state_json: _Optional[bytes] = ..., timer: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lane: _Optional[_Union[Lane, str]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., run_version: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., failures: _Optional[int] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
+        failed_at: _timestamp_pb2.Timestamp
+        source: str
+        def __init__(self, phase: _Optional[_Union[StagePhase, str]] = ..., state_json: _Optional[bytes] = ..., timer: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lane: _Optional[_Union[Lane, str]] = ..., queued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., run_version: _Optional[int] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., failures: _Optional[int] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ...) -> None: ...
     class Guard(_message.Message):
         __slots__ = ("window_start", "runs", "parked_until")
         WINDOW_START_FIELD_NUMBER: _ClassVar[int]
@@ -618,7 +727,7 @@ class KeyRecord(_message.Message):
         params_json: bytes
         def __init__(self, job: _Optional[str] = ..., params_json: _Optional[bytes] = ...) -> None: ...
     class Instance(_message.Message):
-        __slots__ = ("n", "params_json", "context_json", "chain", "step", "phase", "run_seq", "pass_seq", "failures", "run", "wake_at", "last_error", "queued", "step_deadline", "overdue", "priority", "lane", "started_at", "progress_at", "source")
+        __slots__ = ("n", "params_json", "context_json", "chain", "step", "phase", "run_seq", "pass_seq", "failures", "run", "wake_at", "last_error", "queued", "step_deadline", "overdue", "priority", "lane", "started_at", "progress_at", "source", "failed_at", "runs", "seq_base")
         N_FIELD_NUMBER: _ClassVar[int]
         PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
         CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -639,6 +748,9 @@ class KeyRecord(_message.Message):
         STARTED_AT_FIELD_NUMBER: _ClassVar[int]
         PROGRESS_AT_FIELD_NUMBER: _ClassVar[int]
         SOURCE_FIELD_NUMBER: _ClassVar[int]
+        FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+        RUNS_FIELD_NUMBER: _ClassVar[int]
+        SEQ_BASE_FIELD_NUMBER: _ClassVar[int]
         n: int
         params_json: bytes
         context_json: bytes
@@ -659,7 +771,10 @@ class KeyRecord(_message.Message):
         started_at: _timestamp_pb2.Timestamp
         progress_at: _timestamp_pb2.Timestamp
         source: str
-        def __init__(self, n: _Optional[int] = ..., params_json: _Optional[bytes] = ..., context_json: _Optional[bytes] = ..., chain: _Optional[_Iterable[_Union[KeyRecord.Step, _Mapping]]] = ..., step: _Optional[int] = ..., phase: _Optional[_Union[StagePhase, str]] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., failures: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., queued: _Optional[_Union[KeyRecord.Placement, _Mapping]] = ..., step_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., overdue: bool = ..., priority: _Optional[int] = ..., lane: _Optional[int] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., progress_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ...) -> None: ...
+        failed_at: _timestamp_pb2.Timestamp
+        runs: int
+        seq_base: int
+        def __init__(self, n: _Optional[int] = ..., params_json: _Optional[bytes] = ..., context_json: _Optional[bytes] = ..., chain: _Optional[_Iterable[_Union[KeyRecord.Step, _Mapping]]] = ..., step: _Optional[int] = ..., phase: _Optional[_Union[StagePhase, str]] = ..., run_seq: _Optional[int] = ..., pass_seq: _Optional[int] = ..., failures: _Optional[int] = ..., run: _Optional[_Union[RunRecord, _Mapping]] = ..., wake_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ..., queued: _Optional[_Union[KeyRecord.Placement, _Mapping]] = ..., step_deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., overdue: bool = ..., priority: _Optional[int] = ..., lane: _Optional[int] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., progress_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., source: _Optional[str] = ..., failed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., seq_base: _Optional[int] = ...) -> None: ...
     class Launch(_message.Message):
         __slots__ = ("params_json", "position", "lane", "priority", "reset", "source", "at")
         PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -678,18 +793,20 @@ class KeyRecord(_message.Message):
         at: _timestamp_pb2.Timestamp
         def __init__(self, params_json: _Optional[bytes] = ..., position: _Optional[str] = ..., lane: _Optional[int] = ..., priority: _Optional[int] = ..., reset: bool = ..., source: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
     class Outcome(_message.Message):
-        __slots__ = ("n", "status", "finished_at", "context_json", "error")
+        __slots__ = ("n", "status", "finished_at", "context_json", "error", "instance")
         N_FIELD_NUMBER: _ClassVar[int]
         STATUS_FIELD_NUMBER: _ClassVar[int]
         FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
         CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
+        INSTANCE_FIELD_NUMBER: _ClassVar[int]
         n: int
         status: str
         finished_at: _timestamp_pb2.Timestamp
         context_json: bytes
         error: str
-        def __init__(self, n: _Optional[int] = ..., status: _Optional[str] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., context_json: _Optional[bytes] = ..., error: _Optional[str] = ...) -> None: ...
+        instance: KeyRecord.Instance
+        def __init__(self, n: _Optional[int] = ..., status: _Optional[str] = ..., finished_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., context_json: _Optional[bytes] = ..., error: _Optional[str] = ..., instance: _Optional[_Union[KeyRecord.Instance, _Mapping]] = ...) -> None: ...
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
@@ -713,6 +830,24 @@ class ScheduleRecord(_message.Message):
     after_offer: str
     launched: int
     def __init__(self, last_fire: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., next_key: _Optional[int] = ..., scanning: bool = ..., after_offer: _Optional[str] = ..., launched: _Optional[int] = ...) -> None: ...
+
+class RecoveryRecord(_message.Message):
+    __slots__ = ("command", "cursor_kind", "cursor_name", "cursor_key", "done", "total", "started_at")
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_KIND_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_KEY_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    command: Command.Recover
+    cursor_kind: str
+    cursor_name: str
+    cursor_key: str
+    done: int
+    total: int
+    started_at: _timestamp_pb2.Timestamp
+    def __init__(self, command: _Optional[_Union[Command.Recover, _Mapping]] = ..., cursor_kind: _Optional[str] = ..., cursor_name: _Optional[str] = ..., cursor_key: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SeqRecord(_message.Message):
     __slots__ = ("seq",)
