@@ -19,8 +19,8 @@ use crate::codec::{self, Format};
 use crate::config::Config;
 use crate::engine::{Command, RunResult, StepReply};
 use crate::kafka::Clients;
-use reactor::process::Position;
 use crate::run::Status;
+use reactor::process::Position;
 
 /// How long the demo's RPC node stays down, and how often it goes down.
 const NODE_DOWN: Duration = Duration::from_secs(12);
