@@ -33,6 +33,7 @@ mod result;
 mod run;
 mod structs;
 mod time;
+pub mod trace;
 pub mod validate;
 mod wire;
 

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::{Headers, OwnedMessage};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::health::Phase;
 use super::intake::{self, Received};
 use super::{Error, Runtime, CALL_TIMEOUT, MAX_POLL_BATCH, RESTORE_TIMEOUT};
+use crate::codec::trace::{self, Trace};
 use crate::metrics;
 
 /// Most bytes of CTL dead letters kept for shards this instance does not own.
@@ -198,7 +199,7 @@ impl Runtime {
         let now = self.now();
         let (ctx, shards, _) = self.parts();
         for shard in shards.values_mut() {
-            intake::apply_ctl(shard, &ctx, &change, record.produced_at, now);
+            intake::apply_ctl(shard, &ctx, &change, &record, now);
         }
     }
 
@@ -250,6 +251,7 @@ impl Runtime {
                 key: d.key.as_deref(),
                 payload: d.payload.as_deref(),
                 produced_at: None,
+                trace: Trace::new(),
             };
             shard.report_ctl_dead(&ctx, &record, d.reason);
         }
@@ -268,5 +270,9 @@ pub(super) fn received(m: &OwnedMessage) -> Received<'_> {
             .timestamp()
             .to_millis()
             .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()),
+        trace: m
+            .headers()
+            .map(|h| trace::extract(h.iter().map(|h| (h.key, h.value.unwrap_or_default()))))
+            .unwrap_or_default(),
     }
 }

@@ -77,6 +77,7 @@ impl Runtime {
                 return;
             }
         };
+        let trace = codec::trace::extract(headers.iter().copied());
         let config = &self.options.config;
         let (launches, failures) = crate::engine::event_launches(
             config.processes.iter().map(|p| (&p.name, p.on.as_ref())),
@@ -97,7 +98,7 @@ impl Runtime {
                 partition: Some(self.router.key(&key)),
                 key: key.into_bytes(),
                 payload: Some(codec::encode_command(&command, Format::Protobuf)),
-                headers: Vec::new(),
+                headers: trace.clone(),
             });
         }
         let rejections: Vec<Action> = failures

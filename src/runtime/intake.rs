@@ -17,6 +17,7 @@ use jiff::Timestamp;
 use super::dead::{self, DeadNote, Source};
 use super::output::{self, OutRecord};
 use crate::action::Action;
+use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
 use crate::engine::{Engine, Input, OfferCounters, Stats};
@@ -38,7 +39,7 @@ pub enum Role {
 }
 
 /// A consumed record.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Received<'a> {
     /// Its topic.
     pub topic: &'a str,
@@ -52,6 +53,8 @@ pub struct Received<'a> {
     pub payload: Option<&'a [u8]>,
     /// When it was produced, for latency metrics.
     pub produced_at: Option<Timestamp>,
+    /// Its trace context, carried to what it causes.
+    pub trace: Trace,
 }
 
 impl Received<'_> {
@@ -178,13 +181,19 @@ impl Shard {
         self.dead.clear();
     }
 
-    /// Where the driver's decisions go: encoded into the pending records.
-    fn outbox<'a>(&'a mut self, ctx: &'a Context<'a>) -> (&'a mut Driver, Outbox<'a>) {
+    /// Where the driver's decisions go: encoded into the pending records,
+    /// each (but the changelog's) with the trace context of their cause.
+    fn outbox<'a>(
+        &'a mut self,
+        ctx: &'a Context<'a>,
+        trace: &'a [(String, Vec<u8>)],
+    ) -> (&'a mut Driver, Outbox<'a>) {
         let outbox = Outbox {
             ctx,
             partition: self.partition,
             pending: &mut self.pending,
             dead: &mut self.dead,
+            trace,
         };
         (&mut self.driver, outbox)
     }
@@ -192,7 +201,7 @@ impl Shard {
     /// Starts the (restored) shard at `now`; `Err` when its engine broke
     /// an invariant doing so.
     pub fn start(&mut self, ctx: &Context<'_>, now: Timestamp) -> Result<(), crate::engine::Error> {
-        let (driver, mut outbox) = self.outbox(ctx);
+        let (driver, mut outbox) = self.outbox(ctx, &[]);
         driver.start(now, &mut outbox)
     }
 
@@ -255,6 +264,8 @@ struct Outbox<'a> {
     partition: i32,
     pending: &'a mut Vec<OutRecord>,
     dead: &'a mut Vec<DeadNote>,
+    /// The trace context of the input being applied (empty for timers).
+    trace: &'a [(String, Vec<u8>)],
 }
 
 impl Sink for Outbox<'_> {
@@ -267,7 +278,10 @@ impl Sink for Outbox<'_> {
             at,
             &mut records,
         );
-        for record in records {
+        for mut record in records {
+            if !self.trace.is_empty() && record.topic != self.ctx.settings.topics.changelog {
+                record.headers.extend_from_slice(self.trace);
+            }
             push(self.ctx, self.pending, self.dead, record);
         }
     }
@@ -408,7 +422,7 @@ fn forward(
             partition: Some(to),
             key: record.key.unwrap_or_default().to_vec(),
             payload,
-            headers: Vec::new(),
+            headers: record.trace.clone(),
         },
     );
 }
@@ -421,7 +435,9 @@ fn apply(
     input: Input,
     now: Timestamp,
 ) -> Outcome {
-    let (driver, mut outbox) = shard.outbox(ctx);
+    // Timers due by now fire first, untraced: they are not the record's doing.
+    tick(shard, ctx, now);
+    let (driver, mut outbox) = shard.outbox(ctx, &record.trace);
     match driver.apply(input, now, record.produced_at, &mut outbox) {
         Ok(()) => Outcome::Applied,
         Err(Refused::Invalid(e)) => shard.reject(ctx, record, e.to_string()),
@@ -437,10 +453,12 @@ pub fn apply_ctl(
     shard: &mut Shard,
     ctx: &Context<'_>,
     change: &CtlRecord,
-    produced_at: Option<Timestamp>,
+    record: &Received<'_>,
     now: Timestamp,
 ) {
-    let (driver, mut outbox) = shard.outbox(ctx);
+    tick(shard, ctx, now);
+    let produced_at = record.produced_at;
+    let (driver, mut outbox) = shard.outbox(ctx, &record.trace);
     // Triggers are level-based: the rebuilt shard's start evaluates what
     // this change affects again.
     if let Err(e) = driver.apply_ctl(change, now, produced_at, &mut outbox) {
@@ -450,7 +468,7 @@ pub fn apply_ctl(
 
 /// Fires the shard's timers due at or before `now`, each at its deadline.
 pub fn tick(shard: &mut Shard, ctx: &Context<'_>, now: Timestamp) {
-    let (driver, mut outbox) = shard.outbox(ctx);
+    let (driver, mut outbox) = shard.outbox(ctx, &[]);
     if let Err(e) = driver.advance(now, &mut outbox) {
         shard.broke("timers", -1, &e);
     }

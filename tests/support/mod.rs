@@ -252,6 +252,28 @@ offer_state = "{p}.offer_state"
         producer.flush(Duration::from_secs(10)).expect("flush");
     }
 
+    /// Produces one record with headers and waits for it.
+    pub fn send_headers(&self, topic: &str, key: &str, payload: &[u8], headers: &[(&str, &str)]) {
+        use rdkafka::message::{Header, OwnedHeaders};
+        let headers = headers.iter().fold(OwnedHeaders::new(), |h, (key, value)| {
+            h.insert(Header {
+                key,
+                value: Some(value.as_bytes()),
+            })
+        });
+        let producer = self.producer();
+        producer
+            .send(
+                BaseRecord::to(topic)
+                    .key(key)
+                    .payload(payload)
+                    .headers(headers),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+        producer.flush(Duration::from_secs(10)).expect("flush");
+    }
+
     /// A reader of every partition of `topic` from the beginning.
     pub fn reader(&self, topic: &str) -> Reader {
         let consumer: BaseConsumer = self
