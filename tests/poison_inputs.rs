@@ -116,6 +116,7 @@ impl Bench {
             key,
             payload,
             produced_at: None,
+            trace: Default::default(),
         };
         let ctx = Context {
             settings: &self.config.kafka,
@@ -128,7 +129,7 @@ impl Bench {
             // owner of `partition % shards` reports a bad record.
             Role::Ctl => match intake::decode_ctl(key, payload) {
                 Ok(change) => {
-                    intake::apply_ctl(&mut self.shard, &ctx, &change, None, now);
+                    intake::apply_ctl(&mut self.shard, &ctx, &change, &record, now);
                     Outcome::Applied
                 }
                 Err(e) => {
