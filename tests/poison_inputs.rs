@@ -703,6 +703,7 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         key: Some(b"x"),
         payload: Some(b"{not json"),
         produced_at: None,
+        trace: Default::default(),
     };
     let mut shard = Shard::new(0, Engine::for_shard(&config, |_| true), BTreeMap::new());
     assert!(shard.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
