@@ -14,7 +14,8 @@
 
 # The toolchain CI builds and tests with. The full (non-slim) image brings
 # what rdkafka-sys needs to compile librdkafka: a C toolchain, make, perl,
-# pkg-config and zlib's headers.
+# pkg-config, zlib's and OpenSSL's headers (the `tls` feature: SSL,
+# SASL_SSL and SCRAM for managed Kafka services).
 ARG RUST_VERSION=1.95.0
 ARG DEBIAN_RELEASE=bookworm
 
@@ -33,11 +34,17 @@ COPY workers/rust/ workers/rust/
 # instead of 72 MB; panics still name their functions.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --locked --bin reactor \
+    CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --locked --features tls --bin reactor \
     && install -D -m 0755 target/release/reactor /out/reactor
 
 FROM debian:${DEBIAN_RELEASE}-slim
-# The binary needs only libc, libm, libgcc_s and zlib, all in the base image.
+# The binary needs libc, libm, libgcc_s and zlib, all in the base image, and
+# OpenSSL with the CA certificates for TLS to the brokers. Debian's security
+# updates are what keeps these current: not pinned.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libssl3 ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin reactor
 COPY --from=build /out/reactor /usr/local/bin/reactor
 COPY deploy/reactor.toml /etc/reactor/reactor.toml

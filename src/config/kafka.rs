@@ -176,7 +176,7 @@ pub(super) struct KafkaFile {
     formats: Formats,
     /// `[kafka.librdkafka]`.
     #[serde(default)]
-    librdkafka: BTreeMap<String, String>,
+    librdkafka: BTreeMap<String, Spanned<String>>,
 }
 
 /// `[kafka.topics]` as written; [`Topics`] has the defaults.
@@ -206,11 +206,29 @@ struct TopicsFile {
 /// Validates `[kafka]`, filling in the defaults.
 pub(super) fn settings(source: &Source<'_>, k: KafkaFile) -> Result<KafkaSettings, Error> {
     let section = source.section("section [kafka]", 0);
+    if let Some(protocol) = k.librdkafka.get("security.protocol") {
+        let tls = protocol.get_ref().to_ascii_uppercase().ends_with("SSL");
+        if tls && !cfg!(feature = "tls") {
+            return Err(section.invalid(
+                protocol,
+                "librdkafka.security.protocol",
+                format!(
+                    "{} needs TLS, and this build of reactor has none: build with \
+                     `cargo build --release --features tls` (the container image has it)",
+                    protocol.get_ref()
+                ),
+            ));
+        }
+    }
     let mut settings = KafkaSettings {
         brokers: k.brokers,
         instance_id: k.instance_id,
         formats: k.formats,
-        librdkafka: k.librdkafka,
+        librdkafka: k
+            .librdkafka
+            .into_iter()
+            .map(|(key, value)| (key, value.into_inner()))
+            .collect(),
         ..KafkaSettings::default()
     };
     if let Some(exactly_once) = k.exactly_once {
@@ -330,7 +348,7 @@ mod tests {
                     exactly_once = false\ncommit_interval = \"1s\"\npartitions = 3\n\
                     session_timeout = \"30s\"\nstandbys = 1\n\
                     replication_factor = 2\n[kafka.topics]\nruns = \"r\"\n\
-                    [kafka.librdkafka]\n\"security.protocol\" = \"SSL\"\n";
+                    [kafka.librdkafka]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n";
         let k = parse(text, "t.toml").unwrap().config.kafka;
         assert_eq!(k.brokers.as_deref(), Some("b:9092"));
         assert_eq!(k.group_id, "g");
@@ -344,7 +362,21 @@ mod tests {
         assert_eq!((k.partitions, k.replication_factor), (3, 2));
         assert_eq!(k.topics.runs, "r");
         assert_eq!(k.topics.results, "reactor.results");
-        assert_eq!(k.librdkafka["security.protocol"], "SSL");
+        assert_eq!(k.librdkafka["security.protocol"], "SASL_PLAINTEXT");
+    }
+
+    #[test]
+    fn tls_needs_a_build_with_tls() {
+        let text = "[kafka]\nbrokers = \"b:9093\"\n[kafka.librdkafka]\n\"security.protocol\" = \"sasl_ssl\"\n";
+        let parsed = parse(text, "t.toml");
+        if cfg!(feature = "tls") {
+            assert!(parsed.is_ok(), "{parsed:?}");
+        } else {
+            let e = parsed.unwrap_err().to_string();
+            assert!(e.contains("t.toml:4"), "{e}");
+            assert!(e.contains("librdkafka.security.protocol"), "{e}");
+            assert!(e.contains("--features tls"), "{e}");
+        }
     }
 
     #[test]

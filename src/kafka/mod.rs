@@ -184,3 +184,34 @@ impl rdkafka::client::ClientContext for ReaderContext {
 }
 
 impl rdkafka::consumer::ConsumerContext for ReaderContext {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::producer::BaseProducer;
+
+    /// What a managed Kafka service asks for: TLS with SCRAM. librdkafka
+    /// refuses the settings at client creation when built without OpenSSL.
+    #[test]
+    fn tls_with_scram_clients_are_created_only_with_tls() {
+        let clients = Clients {
+            brokers: "broker.example:9093".into(),
+            librdkafka: [
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "reactor"),
+                ("sasl.password", "secret"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        };
+        let created = clients.producer(None).create::<BaseProducer>();
+        assert_eq!(
+            created.is_ok(),
+            cfg!(feature = "tls"),
+            "{:?}",
+            created.err()
+        );
+    }
+}
