@@ -23,7 +23,7 @@ impl Runtime {
     pub(super) fn commit(&mut self) -> Result<(), Error> {
         let records: usize =
             self.shards.values().map(|s| s.pending.len()).sum::<usize>() + self.inbox.pending.len();
-        if records == 0 && self.offsets.is_empty() {
+        if records == 0 && !self.consumed {
             self.export_metrics();
             return Ok(());
         }
@@ -46,7 +46,7 @@ impl Runtime {
                     note.emit();
                 }
                 self.inbox.clear();
-                self.offsets.clear();
+                self.consumed = false;
                 metrics::TransactionCommitted {
                     records,
                     seconds: started.elapsed().as_secs_f64(),

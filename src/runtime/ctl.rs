@@ -68,16 +68,10 @@ impl Runtime {
             .topics()
             .first()
             .map_or(0, |t| t.partitions().len() as i32);
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(&topic, p, Offset::Beginning)
-                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
-        }
-        self.ctl
-            .assign(&tpl)
-            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
         // Where to stop: the end (for a read_committed reader, the last
-        // stable offset) each partition has now.
+        // stable offset) each partition has now. Asked before the partitions
+        // are assigned: once a fetch is in flight, a broker may answer the
+        // next request on that connection only after the fetch's wait.
         let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
         for p in 0..partitions {
             self.stop_requested()?;
@@ -91,6 +85,14 @@ impl Runtime {
                 ends.insert(p, high);
             }
         }
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
+        }
+        self.ctl
+            .assign(&tpl)
+            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
         let deadline = Instant::now() + RESTORE_TIMEOUT;
         let started = Instant::now();
         let mut positions_at = Instant::now();
