@@ -26,6 +26,7 @@
 
 mod baseline;
 mod cluster;
+mod failover;
 mod instance;
 mod offers;
 mod report;
@@ -41,6 +42,7 @@ use rdkafka::error::KafkaError;
 use crate::codec::{self, CtlRecord, Format};
 use crate::config::Config;
 
+pub use failover::FailoverMeasurement;
 pub use report::Report;
 
 use cluster::{Cluster, Inputs, Sent};
@@ -60,6 +62,10 @@ pub enum Workload {
     Tasks,
     /// Offer changes through stages answered by a worker, exactly-once on.
     Offers,
+    /// Three instances under steady load, one stopped without a clean
+    /// shutdown and restarted with the same instance id (needs `--brokers`
+    /// of a broker with static membership: kfake, Apache Kafka).
+    Failover,
 }
 
 impl Workload {
@@ -125,6 +131,9 @@ pub struct BenchArgs {
     /// 1000 and 100).
     #[arg(long)]
     pub quick: bool,
+    /// Input rate of the failover workload, offer changes per second.
+    #[arg(long, default_value_t = 1000.0)]
+    pub failover_rate: f64,
 }
 
 impl Default for BenchArgs {
@@ -144,6 +153,7 @@ impl Default for BenchArgs {
             offer_latency_rate: None,
             stages: 5,
             quick: false,
+            failover_rate: 1000.0,
         }
     }
 }
@@ -381,6 +391,23 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     Ok(report)
 }
 
+/// Runs the failover workload (blocking): three instances, one stopped and
+/// restarted (see [`failover`]).
+pub fn run_failover(args: &BenchArgs) -> Result<FailoverMeasurement, Error> {
+    if !(args.failover_rate.is_finite() && args.failover_rate > 0.0) {
+        return Err(Error::Args(format!(
+            "--failover-rate must be a positive number of changes per second, got {}",
+            args.failover_rate
+        )));
+    }
+    let plan = Plan::new(&BenchArgs {
+        workload: Workload::Tasks,
+        ..args.clone()
+    })?;
+    let cluster = Cluster::new(args.brokers.as_deref())?;
+    failover::measure(&cluster, &plan, args.failover_rate)
+}
+
 /// Rate of the latency phase when not given: half of what Reactor sustained
 /// with exactly-once on, so that the phase measures latency, not a backlog.
 fn auto_rate(eos_throughput: f64) -> f64 {
@@ -493,6 +520,13 @@ fn phase(
     let collected = reader.collect(range.clone(), timeout, index_of);
     let sent = cluster::join_producer(handle)?;
     let collected = collected?;
+    if let (Some(a), Some(b)) = (sent.first(), sent.last()) {
+        tracing::info!(
+            records = sent.len(),
+            produce_seconds = b.at.duration_since(a.at).as_secs_f64(),
+            "inputs produced"
+        );
+    }
     let first = sent.first().map(|s| s.at);
     let last = collected.seen.iter().map(|s| s.at).max();
     let elapsed = match (first, last) {

@@ -165,6 +165,9 @@ impl Runtime {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("isolation.level", "read_committed")
+            // Partitions assigned by hand join the next fetch request: do
+            // not let a long poll of the others hold it back.
+            .set("fetch.wait.max.ms", "50")
             // Incremental: a rebalance revokes only what moves. The group
             // assigns one co-partitioned topic; the others follow by hand.
             .set("partition.assignment.strategy", "cooperative-sticky");
@@ -201,6 +204,7 @@ impl Runtime {
         }
         let router = Router::new(&options.config, options.partitions);
         let restorer = Restorer::spawn(clients, Arc::clone(&options.config), router.clone())?;
+        let table = router.ctl_table();
         let options_event_topics: Vec<String> = options
             .config
             .event_topics()
@@ -219,7 +223,7 @@ impl Runtime {
             assigned: BTreeSet::new(),
             router,
             max_record_bytes,
-            table: CtlTable::default(),
+            table,
             offsets: BTreeMap::new(),
             consumed: false,
             metrics_at: Instant::now(),
