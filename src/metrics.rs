@@ -758,15 +758,36 @@ pub fn record_engine(previous: &mut Stats, now: Stats, pools: &[PoolStats]) {
 /// whose shard moved away keep their last value (the exporter cannot drop a
 /// label set); the owning instance exports the live one.
 pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
-    for &state in <TaskState as strum::VariantArray>::VARIANTS {
-        let n = tasks.iter().filter(|t| t.state == state).count();
-        gauge!(TASKS, "state" => state.as_str()).set(n as f64);
-    }
-    for task in tasks {
-        if let Some(last) = task.last_success {
-            let age = now.duration_since(last).as_secs_f64().max(0.0);
-            gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => task.id.clone()).set(age);
+    record_task_health(
+        tasks
+            .iter()
+            .map(|t| (t.id.as_str(), t.state, t.last_success)),
+        now,
+    );
+}
+
+/// [`record_tasks`] from `(id, state, last success)` of every task.
+pub fn record_task_health<'a>(
+    tasks: impl IntoIterator<Item = (&'a str, TaskState, Option<Timestamp>)>,
+    now: Timestamp,
+) {
+    let states = <TaskState as strum::VariantArray>::VARIANTS;
+    let mut counts = vec![0usize; states.len()];
+    for (id, state, last_success) in tasks {
+        if let Some(n) = states
+            .iter()
+            .position(|s| *s == state)
+            .and_then(|i| counts.get_mut(i))
+        {
+            *n += 1;
         }
+        if let Some(last) = last_success {
+            let age = now.duration_since(last).as_secs_f64().max(0.0);
+            gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
+        }
+    }
+    for (&state, n) in states.iter().zip(counts) {
+        gauge!(TASKS, "state" => state.as_str()).set(n as f64);
     }
 }
 

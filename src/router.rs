@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::config::Config;
+use crate::ctl::{CtlTable, ParamId};
 use crate::engine::{Command, Input, Target};
 
 /// Kafka's murmur2 hash of `data` (seed 0x9747b28c), as `Utils.murmur2`.
@@ -77,6 +78,10 @@ pub struct Router {
     tasks: HashMap<String, i32>,
     /// Process names (jobs' implicit processes included).
     processes: HashSet<String>,
+    /// Every CTL parameter a task names (trigger or `produces`).
+    params: CtlTable,
+    /// Per parameter id of `params`, the partitions of the tasks naming it.
+    ctl: Vec<Vec<i32>>,
 }
 
 impl Router {
@@ -99,11 +104,46 @@ impl Router {
             .map(|p| p.name.clone())
             .chain(config.jobs.iter().map(|j| j.name.clone()))
             .collect();
+        let mut params = CtlTable::new();
+        let mut ctl: Vec<Vec<i32>> = Vec::new();
+        for t in &config.tasks {
+            let Some(pool) = config.pools.get(t.pool) else {
+                continue;
+            };
+            let p = partition_for(pool.name.as_bytes(), partitions);
+            for name in t.trigger.params().into_iter().chain(&t.produces) {
+                let id = params.intern(name);
+                if ctl.len() <= id.index() {
+                    ctl.resize_with(id.index() + 1, Vec::new);
+                }
+                if let Some(shards) = ctl.get_mut(id.index()) {
+                    if !shards.contains(&p) {
+                        shards.push(p);
+                    }
+                }
+            }
+        }
         Router {
             partitions,
             tasks,
             processes,
+            params,
+            ctl,
         }
+    }
+
+    /// The global CTL table as the runtime keeps it: every parameter some
+    /// task names, no values yet. A parameter no task names decides nothing
+    /// anywhere, and is not kept.
+    pub fn ctl_table(&self) -> CtlTable {
+        self.params.clone()
+    }
+
+    /// The id (in [`Router::ctl_table`]) of `entity/param` and the
+    /// partitions whose tasks name it; `None` when no task does.
+    pub fn ctl(&self, entity: &str, param: &str) -> Option<(ParamId, &[i32])> {
+        let id = self.params.id(entity, param)?;
+        Some((id, self.ctl.get(id.index()).map_or(&[], Vec::as_slice)))
     }
 
     /// The shard count.

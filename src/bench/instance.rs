@@ -11,6 +11,7 @@ use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Pla
 use crate::clock::SystemClock;
 use crate::codec;
 use crate::config::{Config, Topics};
+
 use crate::runtime::health::Readiness;
 use crate::runtime::stop::Stop;
 use crate::runtime::{supervisor, Options};
@@ -22,7 +23,19 @@ pub(super) struct Instance {
 }
 
 impl Instance {
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+    /// Its readiness.
+    pub(super) fn readiness(&self) -> &Readiness {
+        &self.readiness
+    }
+
+    /// Stops it at once without committing, as a killed process would.
+    pub(super) fn crash(mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.crash();
+        }
+    }
+
+    pub(super) fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         while !self.readiness.is_ready() {
             if self.handle.as_ref().is_some_and(|h| h.is_finished()) {
@@ -85,33 +98,16 @@ pub(super) struct Launched {
     pub setup_started: Instant,
 }
 
-/// Starts Reactor on `config` (its tasks and stages) with a `[kafka]`
-/// section of fresh topics and group for `system` (the stages' run topics
-/// are the configuration's, already unique), creates the topics and waits
-/// until the instance is ready.
-pub(super) fn launch(
-    cluster: &Cluster,
-    config: Config,
-    plan: &Plan,
-    exactly_once: bool,
-    system: &str,
-) -> Result<Launched, Error> {
-    let setup_started = Instant::now();
-    let (config, topics) = configure(cluster, config, plan, exactly_once, system);
-    cluster.create_topics(&topics)?;
-    start(cluster, config, plan, setup_started)
-}
-
 /// Gives `config` a `[kafka]` section of fresh topics and group for
-/// `system`; returns it with the topics to create (name, partitions,
-/// compacted), the stages' run topics included.
-pub(super) fn configure(
+/// `system` (the stages' run topics are the configuration's, already
+/// unique) and creates its topics.
+pub(super) fn prepare(
     cluster: &Cluster,
     mut config: Config,
     plan: &Plan,
     exactly_once: bool,
     system: &str,
-) -> (Config, Vec<(String, i32, bool)>) {
+) -> Result<Config, Error> {
     let p = prefix(system);
     {
         let k = &mut config.kafka;
@@ -122,8 +118,9 @@ pub(super) fn configure(
         k.commit_interval = crate::duration::Duration::from_millis(
             i64::try_from(plan.commit_interval.as_millis()).unwrap_or(i64::MAX),
         );
+        // The shortest every broker accepts: a dead instance's shards move soonest.
+        k.session_timeout = crate::duration::Duration::from_secs(6);
         k.partitions = plan.partitions;
-        k.librdkafka = cluster.consumer_settings.clone();
         let t = &mut k.topics;
         t.ctl = format!("{p}.ctl");
         t.results = format!("{p}.results");
@@ -135,12 +132,7 @@ pub(super) fn configure(
         t.offers = format!("{p}.offers");
         t.offer_state = format!("{p}.offer-state");
     }
-    let t = config.kafka.topics.clone();
-    let stage_topics: Vec<String> = config
-        .stage_topics()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let t = &config.kafka.topics;
     let n = plan.partitions;
     let mut topics = vec![
         (t.ctl.clone(), n, true),
@@ -153,38 +145,31 @@ pub(super) fn configure(
         (t.offer_state.clone(), n, false),
         (t.changelog.clone(), n, true),
     ];
-    topics.extend(stage_topics.iter().map(|s| (s.clone(), n, false)));
-    (config, topics)
+    topics.extend(
+        config
+            .stage_topics()
+            .into_iter()
+            .chain(config.job_topics())
+            .map(|s| (s.to_string(), n, false)),
+    );
+    cluster.create_topics(&topics)?;
+    Ok(config)
 }
 
-/// Starts Reactor on `config` (its topics exist) and waits until it is ready.
+/// Starts instance `instance_id` of `config` (not waiting until it is ready).
 pub(super) fn start(
     cluster: &Cluster,
-    config: Config,
-    plan: &Plan,
-    setup_started: Instant,
-) -> Result<Launched, Error> {
-    let t = config.kafka.topics.clone();
-    let stage_topics: Vec<String> = config
-        .stage_topics()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let n = plan.partitions;
-    let system = config.kafka.group_id.clone();
-    tracing::info!(
-        system,
-        tasks = config.tasks.len(),
-        stages = config.stages.len(),
-        "starting Reactor"
-    );
+    config: &Arc<Config>,
+    instance_id: &str,
+    partitions: i32,
+) -> Result<Instance, Error> {
     let (_queries, rx) = tokio::sync::mpsc::channel(1);
     let readiness = Readiness::new();
     let options = Options {
-        config: Arc::new(config),
+        config: Arc::clone(config),
         clients: cluster.clients.clone(),
-        instance_id: "bench".into(),
-        partitions: n,
+        instance_id: instance_id.into(),
+        partitions,
         clock: Arc::new(SystemClock),
         readiness: Arc::clone(&readiness),
         queries: Arc::new(Mutex::new(rx)),
@@ -194,10 +179,37 @@ pub(super) fn start(
         what: "starting Reactor".into(),
         message: e.to_string(),
     })?;
-    let mut instance = Instance {
+    Ok(Instance {
         handle: Some(handle),
         readiness,
-    };
+    })
+}
+
+/// Starts Reactor on `config` (its tasks and stages) with a `[kafka]`
+/// section of fresh topics and group for `system`, creates the topics and
+/// waits until the instance is ready.
+pub(super) fn launch(
+    cluster: &Cluster,
+    config: Config,
+    plan: &Plan,
+    exactly_once: bool,
+    system: &str,
+) -> Result<Launched, Error> {
+    let setup_started = Instant::now();
+    let config = prepare(cluster, config, plan, exactly_once, system)?;
+    let t = config.kafka.topics.clone();
+    let stage_topics: Vec<String> = config
+        .stage_topics()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    tracing::info!(
+        system,
+        tasks = config.tasks.len(),
+        stages = config.stages.len(),
+        "starting Reactor"
+    );
+    let mut instance = start(cluster, &Arc::new(config), "bench", plan.partitions)?;
     instance.wait_ready(plan.timeout)?;
     Ok(Launched {
         instance,

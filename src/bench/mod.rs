@@ -26,6 +26,7 @@
 
 mod baseline;
 mod cluster;
+mod failover;
 mod instance;
 mod offers;
 pub mod recovery;
@@ -42,6 +43,7 @@ use rdkafka::error::KafkaError;
 use crate::codec::{self, CtlRecord, Format};
 use crate::config::Config;
 
+pub use failover::FailoverMeasurement;
 pub use report::Report;
 
 use cluster::{Cluster, Inputs, Sent};
@@ -64,6 +66,10 @@ pub enum Workload {
     /// Live-lane latency while a mass recovery of failed process
     /// instances runs (not part of `all`).
     Recovery,
+    /// Three instances under steady load, one stopped without a clean
+    /// shutdown and restarted with the same instance id (needs `--brokers`
+    /// of a broker with static membership: kfake, Apache Kafka).
+    Failover,
 }
 
 impl Workload {
@@ -138,6 +144,9 @@ pub struct BenchArgs {
     /// Live launches per second during the recovery workload.
     #[arg(long, default_value_t = 200.0)]
     pub recovery_live_rate: f64,
+    /// Input rate of the failover workload, offer changes per second.
+    #[arg(long, default_value_t = 1000.0)]
+    pub failover_rate: f64,
 }
 
 impl Default for BenchArgs {
@@ -160,6 +169,7 @@ impl Default for BenchArgs {
             recovery_instances: 1_000_000,
             recovery_partitions: 6,
             recovery_live_rate: 200.0,
+            failover_rate: 1000.0,
         }
     }
 }
@@ -397,6 +407,23 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     Ok(report)
 }
 
+/// Runs the failover workload (blocking): three instances, one stopped and
+/// restarted (see [`failover`]).
+pub fn run_failover(args: &BenchArgs) -> Result<FailoverMeasurement, Error> {
+    if !(args.failover_rate.is_finite() && args.failover_rate > 0.0) {
+        return Err(Error::Args(format!(
+            "--failover-rate must be a positive number of changes per second, got {}",
+            args.failover_rate
+        )));
+    }
+    let plan = Plan::new(&BenchArgs {
+        workload: Workload::Tasks,
+        ..args.clone()
+    })?;
+    let cluster = Cluster::new(args.brokers.as_deref())?;
+    failover::measure(&cluster, &plan, args.failover_rate)
+}
+
 /// Rate of the latency phase when not given: half of what Reactor sustained
 /// with exactly-once on, so that the phase measures latency, not a backlog.
 fn auto_rate(eos_throughput: f64) -> f64 {
@@ -509,6 +536,13 @@ fn phase(
     let collected = reader.collect(range.clone(), timeout, index_of);
     let sent = cluster::join_producer(handle)?;
     let collected = collected?;
+    if let (Some(a), Some(b)) = (sent.first(), sent.last()) {
+        tracing::info!(
+            records = sent.len(),
+            produce_seconds = b.at.duration_since(a.at).as_secs_f64(),
+            "inputs produced"
+        );
+    }
     let first = sent.first().map(|s| s.at);
     let last = collected.seen.iter().map(|s| s.at).max();
     let elapsed = match (first, last) {

@@ -66,7 +66,7 @@ fn offer_id(i: usize) -> String {
 }
 
 /// Index of offer `o{i}`.
-fn offer_index(id: &str) -> Option<usize> {
+pub(super) fn offer_index(id: &str) -> Option<usize> {
     id.strip_prefix('o')?.parse().ok()
 }
 

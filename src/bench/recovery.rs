@@ -383,12 +383,8 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
     };
     let cluster = Cluster::new(args.brokers.as_deref())?;
     let prefix = super::prefix("recovery-jobs");
-    let (config, mut topics) =
-        instance::configure(&cluster, config(&prefix)?, &plan, true, "recovery");
-    for job in &config.jobs {
-        topics.push((job.topic.clone(), partitions, false));
-    }
-    cluster.create_topics(&topics)?;
+    // Creates the job topics too.
+    let config = instance::prepare(&cluster, config(&prefix)?, &plan, true, "recovery")?;
     let t = config.kafka.topics.clone();
     let live_topic = config
         .jobs
@@ -399,7 +395,8 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
     tracing::info!(instances, partitions, "seeding failed instances");
     seed(&cluster, &t.changelog, partitions, instances, plan.timeout)?;
     let started = Instant::now();
-    let launched = instance::start(&cluster, config, &plan, started)?;
+    let mut reactor = instance::start(&cluster, &Arc::new(config), "bench", plan.partitions)?;
+    reactor.wait_ready(plan.timeout)?;
     let restore = started.elapsed();
     tracing::info!(seconds = restore.as_secs_f64(), "restored");
 
@@ -493,7 +490,7 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
             None => lost += 1,
         }
     }
-    launched.instance.stop(plan.timeout)?;
+    reactor.stop(plan.timeout)?;
     Ok(RecoveryReport {
         brokers: cluster.describe(),
         partitions,

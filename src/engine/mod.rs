@@ -445,6 +445,13 @@ impl Engine {
         self.tasks.summaries()
     }
 
+    /// Every task's id, state and last success, borrowed.
+    pub fn task_health(
+        &self,
+    ) -> impl Iterator<Item = (&str, crate::task::TaskState, Option<Timestamp>)> + '_ {
+        self.tasks.health()
+    }
+
     /// What the engine did so far.
     pub fn stats(&self) -> Stats {
         self.tasks.stats()

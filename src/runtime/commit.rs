@@ -13,6 +13,22 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::output::OutRecord;
+
+/// Commits redone after the group generation changed under them.
+const GENERATION_RETRIES: u32 = 8;
+
+/// Whether `e` says the offsets carried a group generation that is no
+/// longer current (a rebalance in progress or just done).
+fn is_generation_change(e: &Error) -> bool {
+    let source = match e {
+        Error::Client { source, .. } | Error::Record { source, .. } => source,
+        _ => return false,
+    };
+    matches!(
+        source.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::IllegalGeneration | RDKafkaErrorCode::RebalanceInProgress)
+    )
+}
 use super::{Error, Runtime, CALL_TIMEOUT, METRICS_INTERVAL};
 use crate::metrics;
 
@@ -23,13 +39,13 @@ impl Runtime {
     pub(super) fn commit(&mut self) -> Result<(), Error> {
         let records: usize =
             self.shards.values().map(|s| s.pending.len()).sum::<usize>() + self.inbox.pending.len();
-        if records == 0 && self.offsets.is_empty() {
+        if records == 0 && !self.consumed {
             self.export_metrics();
             return Ok(());
         }
         let started = Instant::now();
         let result = if self.options.config.kafka.exactly_once {
-            self.commit_transaction()
+            self.commit_transaction_retrying()
         } else {
             self.commit_at_least_once()
         };
@@ -46,7 +62,7 @@ impl Runtime {
                     note.emit();
                 }
                 self.inbox.clear();
-                self.offsets.clear();
+                self.consumed = false;
                 metrics::TransactionCommitted {
                     records,
                     seconds: started.elapsed().as_secs_f64(),
@@ -78,6 +94,32 @@ impl Runtime {
                 })?;
         }
         Ok(tpl)
+    }
+
+    /// [`Runtime::commit_transaction`], redone when the group moved to a new
+    /// generation meanwhile (another member joined or restarted): the
+    /// offsets carried the old one, so the broker refused them and the
+    /// transaction was aborted — nothing of it is visible, and this instance
+    /// still owns its shards (a shard it must give up is revoked on the next
+    /// poll, and committed first). Sent again with the new generation, the
+    /// same records commit once.
+    fn commit_transaction_retrying(&mut self) -> Result<(), Error> {
+        let mut backoff =
+            super::backoff::Backoff::new(Duration::from_millis(20), Duration::from_millis(500));
+        let mut tries = 0;
+        loop {
+            match self.commit_transaction() {
+                Err(e) if tries < GENERATION_RETRIES && is_generation_change(&e) => {
+                    tries += 1;
+                    let wait = backoff.next_delay();
+                    tracing::info!(error = %e, ?wait, "the group generation changed during a commit; committing again");
+                    if self.options.stop.wait(wait) == Some(super::StopKind::Crash) {
+                        return Err(Error::Crashed);
+                    }
+                }
+                result => return result,
+            }
+        }
     }
 
     fn commit_transaction(&mut self) -> Result<(), Error> {
@@ -169,15 +211,18 @@ impl Runtime {
 
     /// Produces one record, waiting while the local queue is full.
     fn send(&self, r: &OutRecord) -> Result<(), Error> {
-        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
-        for (key, value) in &r.headers {
-            headers = headers.insert(Header {
-                key,
-                value: Some(value),
-            });
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&r.topic).key(&r.key[..]);
+        if !r.headers.is_empty() {
+            // Only dead letters carry headers: no header list for the rest.
+            let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
+            for (key, value) in &r.headers {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(value),
+                });
+            }
+            record = record.headers(headers);
         }
-        let mut record: BaseRecord<'_, [u8], [u8]> =
-            BaseRecord::to(&r.topic).key(&r.key[..]).headers(headers);
         if let Some(payload) = &r.payload {
             record = record.payload(&payload[..]);
         }
@@ -214,7 +259,6 @@ impl Runtime {
         }
         self.metrics_at = Instant::now();
         let now = self.now();
-        let mut tasks = Vec::new();
         let mut stages = Vec::with_capacity(self.shards.len());
         let mut jobs = Vec::with_capacity(self.shards.len());
         let mut active = Vec::with_capacity(self.shards.len());
@@ -223,13 +267,15 @@ impl Runtime {
             let engine = shard.driver.engine();
             metrics::record_engine(&mut shard.stats, engine.stats(), &engine.pool_stats());
             metrics::record_offer_counters(&mut shard.offer_stats, engine.offer_counters());
-            tasks.extend(shard.engine().task_summaries());
             stages.push(shard.engine().stage_stats());
             jobs.push(shard.engine().job_stats());
             active.push(shard.engine().active_instances());
             offers += shard.engine().offer_count();
         }
-        metrics::record_tasks(&tasks, now);
+        metrics::record_task_health(
+            self.shards.values().flat_map(|s| s.engine().task_health()),
+            now,
+        );
         metrics::record_stages(&stages, offers);
         metrics::record_jobs(&jobs, &active);
     }

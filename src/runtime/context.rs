@@ -1,44 +1,58 @@
 //! librdkafka callbacks: rebalances are recorded here and handled by the
-//! runtime loop right after the poll that saw them; delivery failures are
-//! counted for the at-least-once commit.
+//! runtime loop right after the poll that saw them; deliveries are counted
+//! (failures, for the at-least-once commit; changelog positions, for kept
+//! shards).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::ProducerContext;
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
+use rdkafka::{Message, TopicPartitionList};
 
-/// A change of the partitions this instance owns.
+/// A change of the partitions the group gives this instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ownership {
-    /// Partitions (numbers of the co-partitioned topics) newly assigned.
-    Assigned(Vec<i32>),
-    /// Partitions taken away: their shards and uncommitted work are dropped.
-    Revoked(Vec<i32>),
+    /// Partitions newly assigned (cooperative: only the new ones).
+    Assigned(Vec<(String, i32)>),
+    /// Partitions taken away; `lost` when the session was lost and another
+    /// member may own them already.
+    Revoked {
+        /// The partitions.
+        partitions: Vec<(String, i32)>,
+        /// Whether they were lost rather than handed over.
+        lost: bool,
+    },
+    /// The rebalance failed.
+    Failed(String),
 }
 
-/// Context of the group consumer.
+/// Context of the group consumer. Its rebalance callback only records what
+/// changed: the runtime makes the matching `incremental_assign` /
+/// `incremental_unassign` call right after the poll that saw it, once it
+/// has done what must come first (commit before giving partitions up;
+/// restore before consuming new ones).
 #[derive(Debug, Default)]
 pub struct GroupContext {
-    /// The topic whose partition numbers name shards.
-    pub shard_topic: String,
     events: Mutex<Vec<Ownership>>,
+    /// The consumer is being closed: nobody will handle what the callback
+    /// records, so it gives everything up itself (closing waits for it).
+    closing: AtomicBool,
 }
 
 impl GroupContext {
-    /// A context naming shards by the partitions of `shard_topic`.
-    pub fn new(shard_topic: &str) -> Self {
-        GroupContext {
-            shard_topic: shard_topic.to_string(),
-            events: Mutex::new(Vec::new()),
-        }
+    /// The consumer is about to be closed.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Takes the ownership changes seen since the last call.
     pub fn take(&self) -> Vec<Ownership> {
-        std::mem::take(&mut *self.events.lock().expect("rebalance events lock"))
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Whether ownership changes wait to be handled.
@@ -46,61 +60,93 @@ impl GroupContext {
         !self
             .events
             .lock()
-            .expect("rebalance events lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .is_empty()
     }
 
-    fn partitions(&self, tpl: &rdkafka::TopicPartitionList) -> Vec<i32> {
-        let mut v: Vec<i32> = tpl
-            .elements()
-            .iter()
-            .filter(|e| e.topic() == self.shard_topic)
-            .map(|e| e.partition())
-            .collect();
-        v.sort_unstable();
-        v
+    fn push(&self, change: Ownership) {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(change);
     }
+}
+
+fn elements(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    let mut v: Vec<(String, i32)> = tpl
+        .elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 impl ClientContext for GroupContext {}
 
 impl ConsumerContext for GroupContext {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(tpl) = rebalance {
-            let partitions = self.partitions(tpl);
-            self.events
-                .lock()
-                .expect("rebalance events lock")
-                .push(Ownership::Revoked(partitions));
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        if self.closing.load(Ordering::SeqCst) {
+            // A closing consumer treats any assignment call as giving
+            // everything up, which its close waits for.
+            let _ = consumer.incremental_unassign(tpl);
+            return;
         }
-    }
-
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(tpl) => {
-                let partitions = self.partitions(tpl);
-                self.events
-                    .lock()
-                    .expect("rebalance events lock")
-                    .push(Ownership::Assigned(partitions));
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.push(Ownership::Assigned(elements(tpl)));
             }
-            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
-            Rebalance::Revoke(_) => {}
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.push(Ownership::Revoked {
+                    partitions: elements(tpl),
+                    lost: consumer.assignment_lost(),
+                });
+            }
+            other => {
+                let code: RDKafkaErrorCode = other.into();
+                self.push(Ownership::Failed(code.to_string()));
+            }
         }
     }
 }
 
 /// Context of the producer: counts failed deliveries (transactions report
-/// them at commit; the at-least-once path checks this counter after flush).
+/// them at commit; the at-least-once path checks this counter after flush)
+/// and where the last record of each changelog partition landed (a kept
+/// shard is resumed only when nothing was written after it).
 #[derive(Debug, Default)]
 pub struct DeliveryContext {
     failures: AtomicU64,
+    changelog: String,
+    written: Mutex<BTreeMap<i32, i64>>,
 }
 
 impl DeliveryContext {
+    /// A context noting the records delivered to `changelog`.
+    pub fn new(changelog: &str) -> DeliveryContext {
+        DeliveryContext {
+            changelog: changelog.to_string(),
+            ..DeliveryContext::default()
+        }
+    }
+
     /// Failed deliveries so far.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The offset after the last record delivered to changelog partition `p`.
+    pub fn changelog_end(&self, p: i32) -> Option<i64> {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p)
+            .map(|last| last + 1)
     }
 }
 
@@ -110,10 +156,17 @@ impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
-        if let Err((e, message)) = result {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            use rdkafka::Message;
-            tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
+        match result {
+            Ok(m) if m.topic() == self.changelog => {
+                let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+                let last = written.entry(m.partition()).or_insert(m.offset());
+                *last = (*last).max(m.offset());
+            }
+            Ok(_) => {}
+            Err((e, message)) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
+            }
         }
     }
 }

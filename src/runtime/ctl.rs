@@ -18,7 +18,7 @@ use rdkafka::message::{Headers, OwnedMessage};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::health::Phase;
-use super::intake::{self, Received};
+use super::intake::{self, Context, Received};
 use super::{Error, Runtime, CALL_TIMEOUT, MAX_POLL_BATCH, RESTORE_TIMEOUT};
 use crate::codec::trace::{self, Trace};
 use crate::metrics;
@@ -69,16 +69,10 @@ impl Runtime {
             .topics()
             .first()
             .map_or(0, |t| t.partitions().len() as i32);
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..partitions {
-            tpl.add_partition_offset(&topic, p, Offset::Beginning)
-                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
-        }
-        self.ctl
-            .assign(&tpl)
-            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
         // Where to stop: the end (for a read_committed reader, the last
-        // stable offset) each partition has now.
+        // stable offset) each partition has now. Asked before the partitions
+        // are assigned: once a fetch is in flight, a broker may answer the
+        // next request on that connection only after the fetch's wait.
         let mut ends: BTreeMap<i32, i64> = BTreeMap::new();
         for p in 0..partitions {
             self.stop_requested()?;
@@ -92,6 +86,14 @@ impl Runtime {
                 ends.insert(p, high);
             }
         }
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                .map_err(|e| Error::client(format!("assigning {topic}[{p}]"), e))?;
+        }
+        self.ctl
+            .assign(&tpl)
+            .map_err(|e| Error::client(format!("assigning {topic}"), e))?;
         let deadline = Instant::now() + RESTORE_TIMEOUT;
         let started = Instant::now();
         let mut positions_at = Instant::now();
@@ -130,6 +132,7 @@ impl Runtime {
                 self.drop_reached(&mut ends);
             }
         }
+        metrics::record_consumed(&topic, records);
         tracing::info!(
             topic,
             partitions,
@@ -158,6 +161,11 @@ impl Runtime {
     /// Applies up to a batch of CTL changes; returns how many came.
     pub(super) fn poll_ctl(&mut self) -> Result<usize, Error> {
         let mut n = 0;
+        let counted = |n: usize, topic: &str| {
+            if n > 0 {
+                metrics::record_consumed(topic, n as u64);
+            }
+        };
         for _ in 0..MAX_POLL_BATCH {
             match self.ctl.poll(Duration::ZERO) {
                 None => break,
@@ -173,12 +181,13 @@ impl Runtime {
                 }
             }
         }
+        counted(n, &self.options.config.kafka.topics.ctl);
         Ok(n)
     }
 
-    /// Applies one CTL change to the table and to every owned shard.
+    /// Applies one CTL change to the table and to the owned shards whose
+    /// tasks name its parameter (the others would ignore it).
     pub(super) fn on_ctl(&mut self, m: &OwnedMessage) {
-        metrics::record_consumed(m.topic(), 1);
         if m.payload().is_none() {
             // A tombstone removes nothing: a parameter's value never disappears.
             return;
@@ -188,18 +197,21 @@ impl Runtime {
             Ok(change) => change,
             Err(e) => return self.ctl_dead(&record, e.to_string()),
         };
-        let id = match self.table.id(&change.entity, &change.param) {
-            Some(id) => id,
-            None => self.table.intern(&crate::ctl::ParamName::new(
-                change.entity.clone(),
-                change.param.clone(),
-            )),
+        // A parameter no task names decides nothing, here or after a restore.
+        let Some((id, routes)) = self.router.ctl(&change.entity, &change.param) else {
+            return;
         };
         self.table.set(id, change.value);
         let now = self.now();
-        let (ctx, shards, _) = self.parts();
-        for shard in shards.values_mut() {
-            intake::apply_ctl(shard, &ctx, &change, &record, now);
+        let ctx = Context {
+            settings: &self.options.config.kafka,
+            max_record_bytes: self.max_record_bytes,
+            router: &self.router,
+        };
+        for p in routes {
+            if let Some(shard) = self.shards.get_mut(p) {
+                intake::apply_ctl(shard, &ctx, &change, &record, now);
+            }
         }
     }
 

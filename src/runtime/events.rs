@@ -46,6 +46,7 @@ impl Runtime {
     pub(super) fn on_event_record(&mut self, m: &OwnedMessage) {
         let (topic, p) = (m.topic(), m.partition());
         self.offsets.insert((topic.to_string(), p), m.offset() + 1);
+        self.consumed = true;
         metrics::record_consumed(topic, 1);
         let now = self.now();
         let headers: Vec<(&str, &[u8])> = m

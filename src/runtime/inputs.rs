@@ -50,6 +50,7 @@ impl Runtime {
         }
         let topic = m.topic();
         self.offsets.insert((topic.to_string(), p), m.offset() + 1);
+        self.consumed = true;
         metrics::record_consumed(topic, 1);
         let topics = &self.options.config.kafka.topics;
         let role = if topic == topics.offers {

@@ -20,6 +20,7 @@ use crate::action::Action;
 use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
+use crate::ctl::ParamName;
 use crate::engine::{Engine, Input, OfferCounters, Stats};
 use crate::metrics;
 use crate::router::Route;
@@ -114,6 +115,9 @@ pub struct Shard {
     pub(super) stats: Stats,
     /// Offer counters already exported.
     pub(super) offer_stats: OfferCounters,
+    /// The changelog position after this shard's last record, as far as
+    /// this instance knows (a kept shard resumes when nothing follows it).
+    pub(super) changelog_end: Option<i64>,
 }
 
 impl Shard {
@@ -131,6 +135,7 @@ impl Shard {
             ctl_marks,
             stats,
             offer_stats,
+            changelog_end: None,
         }
     }
 
@@ -196,6 +201,11 @@ impl Shard {
             trace,
         };
         (&mut self.driver, outbox)
+    }
+
+    /// Loads the global CTL table (a restored or resumed shard).
+    pub fn load_ctl<'a>(&mut self, table: impl IntoIterator<Item = (&'a ParamName, Timestamp)>) {
+        self.driver.load_ctl(table);
     }
 
     /// Starts the (restored) shard at `now`; `Err` when its engine broke

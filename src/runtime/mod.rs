@@ -4,6 +4,15 @@
 //! answers admin queries and, every commit interval, commits everything the
 //! shards decided together with the input offsets in one Kafka transaction.
 //!
+//! Ownership ([`shards`]): the group assigns partitions of one
+//! co-partitioned topic (`topics.results`) with the `cooperative-sticky`
+//! assignor and static membership (`group.instance.id` = the instance id),
+//! so a restarted instance takes its shards back without a rebalance, and a
+//! rebalance revokes only the shards that move. The other co-partitioned
+//! inputs (commands, offer changes) of a shard are assigned to the same
+//! consumer by hand, partition for partition, once the shard is restored
+//! ([`restorer`], on a thread of its own, several shards at once).
+//!
 //! Failure handling is deliberately blunt: any failed commit aborts the
 //! transaction and returns a retryable error; the supervisor builds a fresh
 //! runtime, which rejoins the group, restores shards from the changelog and
@@ -25,11 +34,12 @@ pub mod health;
 mod inputs;
 pub mod intake;
 pub mod output;
+pub mod restorer;
 mod shards;
 pub mod stop;
 pub mod supervisor;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,6 +58,7 @@ use crate::kafka::{partition_for, Clients, Error, ReaderContext};
 use context::{DeliveryContext, GroupContext};
 use health::{Phase, Readiness};
 use intake::{Context, Router, Shard};
+use restorer::Restorer;
 use stop::{Stop, StopKind};
 
 /// Most inputs handled between two checks of timers, CTL and admin queries.
@@ -58,6 +69,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest a shard restore may take.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Heartbeats per session timeout.
+const HEARTBEATS_PER_SESSION: u32 = 5;
 
 /// What a runtime needs from outside.
 #[derive(Clone)]
@@ -88,14 +101,27 @@ pub struct Runtime {
     ctl: BaseConsumer<ReaderContext>,
     producer: ThreadedProducer<DeliveryContext>,
     shards: BTreeMap<i32, Shard>,
+    /// Shards the group assigned that are being restored.
+    restoring: BTreeSet<i32>,
+    /// Shards revoked after a commit, kept in memory: given back, one
+    /// resumes at once when nobody wrote its changelog meanwhile.
+    kept: BTreeMap<i32, Shard>,
+    /// Restores shards on a thread of its own.
+    restorer: Restorer,
+    /// Input partitions assigned to the group consumer.
+    assigned: BTreeSet<(String, i32)>,
     /// Who owns what.
     router: Router,
     /// The producer's `message.max.bytes`.
     max_record_bytes: usize,
     /// The global CTL table: latest value per parameter.
     table: CtlTable,
-    /// Next offset to commit per group input partition.
+    /// Next offset of every owned input partition, sent with every
+    /// transaction (so that every transaction is fenced by the group
+    /// generation: see [`restorer`]).
     offsets: BTreeMap<(String, i32), i64>,
+    /// Inputs were consumed since the last commit.
+    consumed: bool,
     /// Last metrics export.
     metrics_at: Instant,
     /// CTL dead letters waiting until this instance owns their shard.
@@ -104,6 +130,14 @@ pub struct Runtime {
     event_topics: Vec<String>,
     /// What their records decided since the last commit.
     inbox: events::Inbox,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Before the group consumer closes, which waits for its partitions
+        // to be given up.
+        self.group.context().close();
+    }
 }
 
 impl Runtime {
@@ -115,21 +149,34 @@ impl Runtime {
         let max_record_bytes = clients.max_record_bytes();
         crate::codec::limits::check_outputs_fit(options.config.stages.len(), max_record_bytes)
             .map_err(Error::Limits)?;
+        let session = k.session_timeout.to_std();
         let mut group_config = clients.base();
         group_config
             .set("group.id", &k.group_id)
+            // Static membership: a restarted instance is the same member, so
+            // its shards wait for it (within the session timeout) instead of
+            // moving, and no ghost member holds them.
+            .set("group.instance.id", &options.instance_id)
+            .set("session.timeout.ms", session.as_millis().to_string())
+            .set(
+                "heartbeat.interval.ms",
+                (session / HEARTBEATS_PER_SESSION).as_millis().to_string(),
+            )
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("isolation.level", "read_committed")
-            // Range gives a consumer the same partition numbers of every
-            // co-partitioned topic: one shard sees results and commands of its keys.
-            .set("partition.assignment.strategy", "range");
+            // Partitions assigned by hand join the next fetch request: do
+            // not let a long poll of the others hold it back.
+            .set("fetch.wait.max.ms", "50")
+            // Incremental: a rebalance revokes only what moves. The group
+            // assigns one co-partitioned topic; the others follow by hand.
+            .set("partition.assignment.strategy", "cooperative-sticky");
         for (key, value) in &k.librdkafka {
             group_config.set(key, value);
         }
         let group: BaseConsumer<GroupContext> = group_config
-            .create_with_context(GroupContext::new(&k.topics.results))
+            .create_with_context(GroupContext::default())
             .map_err(|e| Error::client("creating the group consumer", e))?;
         let ctl: BaseConsumer<ReaderContext> = clients
             .reader()
@@ -139,16 +186,26 @@ impl Runtime {
         let transactional_id = k
             .exactly_once
             .then(|| format!("{}-{}", k.group_id, options.instance_id));
-        let producer: ThreadedProducer<DeliveryContext> = clients
-            .producer(transactional_id.as_deref())
-            .create_with_context(DeliveryContext::default())
+        let mut producer_config = clients.producer(transactional_id.as_deref());
+        if producer_config.get("transaction.timeout.ms").is_none() {
+            // A transaction left open by a killed instance blocks
+            // read_committed readers of what it wrote until it is aborted:
+            // by then its shards have moved (or it restarted and fenced it).
+            producer_config.set("transaction.timeout.ms", session.as_millis().to_string());
+        }
+        let producer: ThreadedProducer<DeliveryContext> = producer_config
+            .create_with_context(DeliveryContext::new(&k.topics.changelog))
             .map_err(|e| Error::client("creating the producer", e))?;
         if k.exactly_once {
+            // Fences this instance's previous incarnation and aborts the
+            // transaction it left open, before any shard is restored.
             producer
                 .init_transactions(CALL_TIMEOUT)
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
         let router = Router::new(&options.config, options.partitions);
+        let restorer = Restorer::spawn(clients, Arc::clone(&options.config), router.clone())?;
+        let table = router.ctl_table();
         let options_event_topics: Vec<String> = options
             .config
             .event_topics()
@@ -161,23 +218,30 @@ impl Runtime {
             ctl,
             producer,
             shards: BTreeMap::new(),
+            restoring: BTreeSet::new(),
+            kept: BTreeMap::new(),
+            restorer,
+            assigned: BTreeSet::new(),
             router,
             max_record_bytes,
-            table: CtlTable::default(),
+            table,
             offsets: BTreeMap::new(),
+            consumed: false,
             metrics_at: Instant::now(),
             waiting: ctl::Waiting::default(),
             event_topics: options_event_topics,
             inbox: events::Inbox::default(),
         };
-        runtime.catch_up_ctl()?;
+        // Joining goes on in the background while the CTL table loads; the
+        // assignment is taken once the table is complete.
         let t = &runtime.options.config.kafka.topics;
-        let mut topics = vec![t.results.as_str(), t.commands.as_str(), t.offers.as_str()];
+        let mut topics = vec![t.results.as_str()];
         topics.extend(runtime.event_topics.iter().map(String::as_str));
         runtime
             .group
             .subscribe(&topics)
             .map_err(|e| Error::client("subscribing to the input topics", e))?;
+        runtime.catch_up_ctl()?;
         runtime.options.readiness.set_phase(Phase::Joining);
         Ok(runtime)
     }
@@ -214,7 +278,11 @@ impl Runtime {
             // Whatever was in flight must not become visible.
             let _ = self.producer.abort_transaction(CALL_TIMEOUT);
         }
-        self.group.unsubscribe();
+        // No leaving the group, even on a clean stop: as a static member
+        // this instance keeps its shards for the session timeout, so one
+        // that restarts (a deploy, a new runtime after a failure) takes
+        // them back without a rebalance. One that does not return has them
+        // moved when its session expires.
         result
     }
 
@@ -223,12 +291,13 @@ impl Runtime {
     fn step(&mut self, poll_timeout: Duration) -> Result<bool, Error> {
         let inputs = self.poll_group(poll_timeout)?;
         self.handle_ownership()?;
+        let restored = self.install_restored()?;
         let changes = self.poll_ctl()?;
         self.tick();
         // A shard that broke an invariant is rebuilt before it sees more.
         self.rebuild_broken()?;
         self.answer_queries();
-        Ok(inputs + changes > 0)
+        Ok(inputs + changes + restored > 0)
     }
 
     fn now(&self) -> Timestamp {

@@ -1,16 +1,30 @@
-//! Partition ownership: a shard is restored from its changelog partition
-//! before its inputs are processed, and dropped (with its uncommitted work)
-//! when the partition is revoked.
+//! Partition ownership. The group assigns partitions of `topics.results`
+//! (cooperative-sticky, static membership); partition `p` is shard `p`,
+//! and the shard's other inputs (commands, offer changes) follow it by
+//! hand, so co-partitioning holds whatever the assignor does with them.
+//!
+//! - Assigned: the shard is restored ([`super::restorer`]: stable input
+//!   offsets, then the changelog, then the engine), then its inputs are
+//!   assigned at those offsets. Shards assigned together restore together;
+//!   the shards already owned keep serving.
+//! - Revoked: what every shard decided is committed first (as Kafka Streams
+//!   does), then the revoked shards' inputs are unassigned; their engines,
+//!   now equal to their committed state, are kept, and a shard given back
+//!   resumes without a restore when nobody wrote its changelog meanwhile.
+//! - Lost (this instance's session expired; another member may own the
+//!   partitions already): the runtime starts over from the committed state.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use rdkafka::consumer::Consumer;
-use rdkafka::Message;
+use rdkafka::producer::Producer;
+use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::context::Ownership;
 use super::health::Phase;
 use super::intake::Shard;
+use super::restorer::{Reply, Request, State};
 use super::{Error, Runtime, RESTORE_TIMEOUT};
 use crate::codec;
 use crate::kafka::restore;
@@ -21,54 +35,216 @@ impl Runtime {
     pub(super) fn handle_ownership(&mut self) -> Result<(), Error> {
         for change in self.group.context().take() {
             match change {
-                Ownership::Revoked(partitions) => {
-                    // Eager rebalances revoke everything: what event records
-                    // decided is redone by the next owner of their partitions.
-                    let events = &self.event_topics;
-                    self.offsets.retain(|(t, _), _| !events.contains(t));
-                    self.inbox.clear();
-                    for &p in &partitions {
-                        // Uncommitted work of a revoked partition is the next owner's to redo.
-                        self.shards.remove(&p);
-                        self.offsets.retain(|(_, q), _| *q != p);
+                Ownership::Assigned(partitions) => self.assigned(partitions)?,
+                Ownership::Revoked { partitions, lost } => {
+                    if lost {
+                        // Whatever this batch decided for them may be
+                        // decided again by their new owner: start over.
+                        return Err(Error::client(
+                            "the group session was lost (partitions may have moved)",
+                            rdkafka::error::KafkaError::Rebalance(
+                                rdkafka::types::RDKafkaErrorCode::UnknownMemberId,
+                            ),
+                        ));
                     }
-                    self.options.readiness.revoked(&partitions);
-                    metrics::Rebalance {
-                        kind: metrics::RebalanceKind::Revoked,
-                        partitions: &partitions,
-                        owned: self.shards.len(),
-                    }
-                    .emit();
+                    self.revoked(partitions)?;
                 }
-                Ownership::Assigned(partitions) => {
-                    for &p in &partitions {
-                        if !self.shards.contains_key(&p) {
-                            self.options.readiness.restoring(p);
-                            self.restore_shard(p)?;
-                            self.options.readiness.restored(p);
-                        }
-                        self.report_waiting(p);
-                    }
-                    // Ready: in the group, with every owned shard restored.
-                    self.options.readiness.set_phase(Phase::Serving);
-                    metrics::Rebalance {
-                        kind: metrics::RebalanceKind::Assigned,
-                        partitions: &partitions,
-                        owned: self.shards.len(),
-                    }
-                    .emit();
+                Ownership::Failed(why) => {
+                    return Err(Error::Topic {
+                        topic: self.options.config.kafka.topics.results.clone(),
+                        message: format!("rebalance failed: {why}"),
+                    })
                 }
             }
         }
         Ok(())
     }
 
-    /// Rebuilds shard `p` from `reactor.changelog` partition `p`, feeds it
-    /// the CTL table and starts it (which fires whatever is due). The
-    /// runtime's own records (CTL dead-letter marks) are taken out before
-    /// the engine's are handed to [`Engine::restore`].
-    fn restore_shard(&mut self, p: i32) -> Result<(), Error> {
-        self.restore_shard_with(p, None)
+    /// Whether `topic` is the one the group assigns shards by.
+    fn is_shard_topic(&self, topic: &str) -> bool {
+        topic == self.options.config.kafka.topics.results
+    }
+
+    fn assigned(&mut self, partitions: Vec<(String, i32)>) -> Result<(), Error> {
+        let mut now = TopicPartitionList::new();
+        let mut shards = Vec::new();
+        for (topic, p) in partitions {
+            if self.is_shard_topic(&topic) {
+                shards.push(p);
+            } else {
+                // An event topic: consumed from its committed offsets at once.
+                now.add_partition(&topic, p);
+                self.assigned.insert((topic, p));
+            }
+        }
+        // The call that completes the rebalance, even with nothing in it.
+        self.group
+            .incremental_assign(&now)
+            .map_err(|e| Error::client("assigning partitions", e))?;
+        for &p in &shards {
+            self.options.readiness.restoring(p);
+            self.restoring.insert(p);
+            let known = self.kept.get(&p).and_then(|s| s.changelog_end);
+            self.restorer.ask(Request::Restore {
+                partition: p,
+                known,
+            });
+        }
+        // In the group: ready once the assigned shards are restored.
+        self.options.readiness.set_phase(Phase::Serving);
+        metrics::Rebalance {
+            kind: metrics::RebalanceKind::Assigned,
+            partitions: &shards,
+            owned: self.shards.len() + self.restoring.len(),
+        }
+        .emit();
+        self.update_standbys();
+        Ok(())
+    }
+
+    fn revoked(&mut self, partitions: Vec<(String, i32)>) -> Result<(), Error> {
+        // What every shard decided so far is committed before anything is
+        // given up: a kept engine is then its committed state, and the next
+        // owner starts where this one stopped.
+        self.commit()?;
+        let mut give_up = TopicPartitionList::new();
+        let mut shards = Vec::new();
+        for (topic, p) in partitions {
+            if self.is_shard_topic(&topic) {
+                shards.push(p);
+            } else {
+                self.offsets.remove(&(topic.clone(), p));
+                if self.assigned.remove(&(topic.clone(), p)) {
+                    give_up.add_partition(&topic, p);
+                }
+            }
+        }
+        for &p in &shards {
+            if self.restoring.remove(&p) {
+                self.restorer.ask(Request::Cancel(p));
+            }
+            if let Some(mut shard) = self.shards.remove(&p) {
+                if let Some(end) = self.producer.context().changelog_end(p) {
+                    shard.changelog_end = Some(shard.changelog_end.unwrap_or(0).max(end));
+                }
+                // With standbys the changelog is tailed anyway.
+                if self.options.config.kafka.standbys == 0 {
+                    self.kept.insert(p, shard);
+                }
+            }
+            let topics = self.inputs().map(str::to_string);
+            for topic in topics {
+                let key = (topic, p);
+                self.offsets.remove(&key);
+                if self.assigned.remove(&key) {
+                    give_up.add_partition(&key.0, p);
+                }
+            }
+        }
+        self.group
+            .incremental_unassign(&give_up)
+            .map_err(|e| Error::client("unassigning revoked partitions", e))?;
+        self.options.readiness.revoked(&shards);
+        metrics::Rebalance {
+            kind: metrics::RebalanceKind::Revoked,
+            partitions: &shards,
+            owned: self.shards.len() + self.restoring.len(),
+        }
+        .emit();
+        self.update_standbys();
+        Ok(())
+    }
+
+    /// The co-partitioned inputs of a shard.
+    fn inputs(&self) -> [&str; 3] {
+        let t = &self.options.config.kafka.topics;
+        [&t.results, &t.commands, &t.offers]
+    }
+
+    /// With standbys, the restorer tails every shard this instance does not own.
+    fn update_standbys(&self) {
+        if self.options.config.kafka.standbys == 0 {
+            return;
+        }
+        let others: BTreeSet<i32> = (0..self.options.partitions)
+            .filter(|p| !self.shards.contains_key(p) && !self.restoring.contains(p))
+            .collect();
+        self.restorer.ask(Request::Standby(others));
+    }
+
+    /// Installs the shards the restorer finished: CTL table, start, then
+    /// their inputs from the offsets fetched before the changelog was read.
+    /// Returns how many.
+    pub(super) fn install_restored(&mut self) -> Result<usize, Error> {
+        let mut n = 0;
+        while let Some(reply) = self.restorer.try_reply() {
+            let r = match reply {
+                Reply::Failed(e) => return Err(e),
+                Reply::Restored(r) => r,
+            };
+            let p = r.partition;
+            if !self.restoring.remove(&p) {
+                // Revoked meanwhile.
+                continue;
+            }
+            let mut shard = match r.state {
+                State::Unchanged => match self.kept.remove(&p) {
+                    Some(shard) => shard,
+                    None => {
+                        // Kept no longer: read it all.
+                        self.restoring.insert(p);
+                        self.restorer.ask(Request::Restore {
+                            partition: p,
+                            known: None,
+                        });
+                        continue;
+                    }
+                },
+                State::Rebuilt(driver, marks) => {
+                    self.kept.remove(&p);
+                    Shard::new(p, driver.into_engine(), marks)
+                }
+            };
+            shard.changelog_end = Some(r.changelog_end);
+            shard.load_ctl(
+                self.table
+                    .iter()
+                    .filter_map(|(_, name, value)| Some((name, value?))),
+            );
+            let now = self.now();
+            let (ctx, shards, _) = self.parts();
+            shard.start(&ctx, now).map_err(|e| Error::Topic {
+                topic: ctx.settings.topics.changelog.clone(),
+                message: format!("partition {p}: starting the restored shard: {e}"),
+            })?;
+            shards.insert(p, shard);
+            let mut inputs = TopicPartitionList::new();
+            for (topic, next) in r.offsets {
+                inputs
+                    .add_partition_offset(&topic, p, Offset::Offset(next))
+                    .map_err(|e| Error::Record {
+                        topic: topic.clone(),
+                        partition: p,
+                        offset: next,
+                        source: e,
+                    })?;
+                self.offsets.insert((topic.clone(), p), next);
+                self.assigned.insert((topic, p));
+            }
+            self.group
+                .incremental_assign(&inputs)
+                .map_err(|e| Error::client(format!("assigning the inputs of shard {p}"), e))?;
+            self.options.readiness.restored(p);
+            self.report_waiting(p);
+            metrics::ShardRestored {
+                partition: p,
+                records: r.records,
+                seconds: r.seconds,
+            }
+            .emit();
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Rebuilds every shard whose engine broke an invariant in this batch.
@@ -93,16 +269,16 @@ impl Runtime {
         let Some(old) = self.shards.remove(&p) else {
             return Ok(());
         };
-        self.restore_shard_with(p, Some(old))
+        self.rebuild_from_changelog(p, old)
     }
 
-    /// [`Runtime::restore_shard`], carrying over a replaced shard's
-    /// uncommitted records (its changelog records are restored too).
-    fn restore_shard_with(&mut self, p: i32, old: Option<Shard>) -> Result<(), Error> {
+    /// Reads shard `p`'s changelog here and now (a rare path: a bug broke
+    /// the shard), carrying over the replaced shard's uncommitted records
+    /// (its changelog records are restored too).
+    fn rebuild_from_changelog(&mut self, p: i32, old: Shard) -> Result<(), Error> {
         let started = Instant::now();
         let topic = self.options.config.kafka.topics.changelog.clone();
         let mut records = Vec::new();
-        let mut marks = BTreeMap::new();
         let stop = self.options.stop.clone();
         let n = restore::read_to_end(
             &self.options.clients,
@@ -112,15 +288,9 @@ impl Runtime {
             &|| stop.is_requested(),
             |m| {
                 let key = m.key().unwrap_or_default();
+                // The old shard's CTL dead-letter marks carry over.
                 let decoded = match codec::decode_ctl_dead_mark(key, m.payload()) {
-                    Some(mark) => mark.map(|(q, offset)| match offset {
-                        Some(offset) => {
-                            marks.insert(q, offset);
-                        }
-                        None => {
-                            marks.remove(&q);
-                        }
-                    }),
+                    Some(mark) => mark.map(drop),
                     None => codec::decode_changelog(key, m.payload()).map(|r| records.push(r)),
                 };
                 // A record this version cannot read is skipped, loudly: the
@@ -135,13 +305,11 @@ impl Runtime {
             (Error::Stopped, Some(super::StopKind::Crash)) => Error::Crashed,
             (e, _) => e,
         })?;
-        if let Some(old) = &old {
-            let changelog = &self.options.config.kafka.topics.changelog;
-            for r in old.pending().iter().filter(|r| r.topic == *changelog) {
-                if codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()).is_none() {
-                    if let Ok(record) = codec::decode_changelog(&r.key, r.payload.as_deref()) {
-                        records.push(record);
-                    }
+        let changelog = &self.options.config.kafka.topics.changelog;
+        for r in old.pending().iter().filter(|r| r.topic == *changelog) {
+            if codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()).is_none() {
+                if let Ok(record) = codec::decode_changelog(&r.key, r.payload.as_deref()) {
+                    records.push(record);
                 }
             }
         }
@@ -158,12 +326,8 @@ impl Runtime {
             topic: topic.clone(),
             message: format!("partition {p}: {e}"),
         })?;
-        let engine = driver.into_engine();
         let now = self.now();
-        let mut shard = match old {
-            Some(old) => old.rebuilt(engine),
-            None => Shard::new(p, engine, marks),
-        };
+        let mut shard = old.rebuilt(driver.into_engine());
         let (ctx, shards, _) = self.parts();
         shard.start(&ctx, now).map_err(|e| Error::Topic {
             topic: topic.clone(),

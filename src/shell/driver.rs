@@ -86,10 +86,17 @@ impl Driver {
             u32::try_from(partition).unwrap_or_default(),
             u32::try_from(router.partitions()).unwrap_or(1),
         );
-        for (name, value) in ctl {
-            engine.load_ctl(name, value);
+        let mut driver = Driver::new(partition, engine);
+        driver.load_ctl(ctl);
+        Ok(driver)
+    }
+
+    /// Loads CTL values without evaluating anything (the global table, into
+    /// a restored or resumed shard, before [`Driver::start`]).
+    pub fn load_ctl<'a>(&mut self, table: impl IntoIterator<Item = (&'a ParamName, Timestamp)>) {
+        for (name, value) in table {
+            self.engine.load_ctl(name, value);
         }
-        Ok(Driver::new(partition, engine))
     }
 
     /// The shard's partition.
@@ -221,8 +228,8 @@ fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
         other => other,
     })
 }
+// Shards are restored on a thread of their own and handed to the runtime's.
 const _: fn() = || {
     fn send<T: Send>() {}
-    send::<Engine>();
     send::<Driver>();
 };

@@ -264,8 +264,10 @@ impl Tasks {
 
     /// Sets a CTL value without evaluating anything: restoring the global table.
     pub(super) fn load_ctl(&mut self, name: &ParamName, value: Timestamp) {
-        let id = self.table.intern(name);
-        self.table.set(id, value);
+        // As in `apply_ctl`: only the parameters this shard's tasks name.
+        if let Some(id) = self.table.id(&name.entity, &name.param) {
+            self.table.set(id, value);
+        }
     }
 
     /// Starts the tasks at `now`: tombstones orphans, arms staleness SLAs and
@@ -314,9 +316,12 @@ impl Tasks {
         value: Timestamp,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let id = match self.table.id(entity, param) {
-            Some(id) => id,
-            None => self.table.intern(&ParamName::new(entity, param)),
+        // A parameter no task of this shard names (its triggers and
+        // `produces` were interned at construction) decides nothing here:
+        // not interning it keeps the hot path free of allocation, and every
+        // shard from holding the whole global table.
+        let Some(id) = self.table.id(entity, param) else {
+            return Ok(());
         };
         let previous = self.table.set(id, value);
         if previous == Some(value) {

@@ -106,6 +106,16 @@ impl Tasks {
             .collect()
     }
 
+    /// Every task's id, state and last success, borrowed (the metrics
+    /// export lists them all every few seconds: no copies).
+    pub(in crate::engine) fn health(
+        &self,
+    ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
+        self.tasks
+            .iter()
+            .map(|t| (t.def.id.as_str(), t.rt.slot.phase, t.rt.last_success))
+    }
+
     fn pool_name(&self, p: usize) -> String {
         self.pools
             .get(p)
