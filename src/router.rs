@@ -5,6 +5,7 @@
 //! the runtime route alike without asking the broker.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::ctl::{CtlTable, ParamId};
@@ -74,6 +75,12 @@ pub enum Route {
 #[derive(Debug, Clone)]
 pub struct Router {
     partitions: i32,
+    /// What clones share (each instance holds a router per thread).
+    tables: Arc<Tables>,
+}
+
+#[derive(Debug)]
+struct Tables {
     /// Task id → the partition of its pool.
     tasks: HashMap<String, i32>,
     /// Process names (jobs' implicit processes included).
@@ -125,25 +132,33 @@ impl Router {
         }
         Router {
             partitions,
-            tasks,
-            processes,
-            params,
-            ctl,
+            tables: Arc::new(Tables {
+                tasks,
+                processes,
+                params,
+                ctl,
+            }),
         }
     }
 
-    /// The global CTL table as the runtime keeps it: every parameter some
-    /// task names, no values yet. A parameter no task names decides nothing
-    /// anywhere, and is not kept.
-    pub fn ctl_table(&self) -> CtlTable {
-        self.params.clone()
+    /// The name of parameter `id` (see [`Router::ctl`]).
+    pub fn ctl_name(&self, id: ParamId) -> &crate::ctl::ParamName {
+        self.tables.params.name(id)
     }
 
-    /// The id (in [`Router::ctl_table`]) of `entity/param` and the
+    /// How many parameters tasks name.
+    pub fn ctl_len(&self) -> usize {
+        self.tables.params.len()
+    }
+
+    /// The id (dense, from 0 to [`Router::ctl_len`]) of `entity/param` and the
     /// partitions whose tasks name it; `None` when no task does.
     pub fn ctl(&self, entity: &str, param: &str) -> Option<(ParamId, &[i32])> {
-        let id = self.params.id(entity, param)?;
-        Some((id, self.ctl.get(id.index()).map_or(&[], Vec::as_slice)))
+        let id = self.tables.params.id(entity, param)?;
+        Some((
+            id,
+            self.tables.ctl.get(id.index()).map_or(&[], Vec::as_slice),
+        ))
     }
 
     /// The shard count.
@@ -164,7 +179,7 @@ impl Router {
 
     /// The partition of task `id`; `None` for a task not configured.
     pub fn task(&self, id: &str) -> Option<i32> {
-        self.tasks.get(id).copied()
+        self.tables.tasks.get(id).copied()
     }
 
     /// Where `input`, which arrived on partition `arrived`, goes. What names
@@ -177,7 +192,7 @@ impl Router {
             Input::Offer(change) => Route::To(self.key(&change.offer_id)),
             Input::Result(r) => {
                 if let Some(id) = crate::process::parse_step_run_id(&r.run_id)
-                    .filter(|id| self.processes.contains(id.process))
+                    .filter(|id| self.tables.processes.contains(id.process))
                 {
                     Route::To(self.key(id.key))
                 } else if let Some((_, offer)) = crate::engine::parse_stage_run_id(&r.run_id) {

@@ -77,13 +77,13 @@ impl Hung {
             .base()
             .set("group.id", &k.group_id)
             .set("enable.auto.commit", "false")
-            .set("partition.assignment.strategy", "range")
+            // As an instance joins: the group's one protocol, on the one
+            // co-partitioned topic the group subscribes to.
+            .set("partition.assignment.strategy", "cooperative-sticky")
             .set("session.timeout.ms", "6000")
             .create()
             .unwrap();
-        consumer
-            .subscribe(&[&k.topics.results, &k.topics.commands, &k.topics.offers])
-            .unwrap();
+        consumer.subscribe(&[&k.topics.results]).unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&stop);
         let thread = std::thread::spawn(move || {

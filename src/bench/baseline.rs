@@ -117,9 +117,13 @@ pub(super) fn measure(
     } = measured?;
     tracing::info!(records = relayed?, "baseline loop stopped");
 
+    // A relayed record is one record in and one out.
+    let records = 2.0 * burst.window_outputs as f64;
     Ok(Measurement {
-        elapsed: burst.elapsed,
-        throughput,
+        window: burst.window,
+        throughput: 2.0 * throughput,
+        cpu_per_record: burst.window_cpu.map(|cpu| cpu / records.max(1.0)),
+        memory: None,
         latency: steady.and_then(|s| Summary::of(s.latencies)),
         dispatch: None,
         duplicates: burst.duplicates,

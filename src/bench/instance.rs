@@ -223,19 +223,22 @@ pub(super) fn launch(
 /// derives the latency phase's rate from this run's throughput.
 pub(super) fn measure(
     cluster: &Cluster,
-    tasks: &Config,
+    tasks: Config,
     plan: &Plan,
     inputs: &Arc<Inputs>,
     exactly_once: bool,
     latency_rate: Option<f64>,
+    memory_base: Option<(u64, f64)>,
 ) -> Result<Measurement, Error> {
     let system = if exactly_once { "eos-on" } else { "eos-off" };
+    let task_count = tasks.tasks.len().max(1) as f64;
     let Launched {
         instance,
         topics: t,
         setup_started,
         ..
-    } = launch(cluster, tasks.clone(), plan, exactly_once, system)?;
+    } = launch(cluster, tasks, plan, exactly_once, system)?;
+    let resident = super::stats::resident_bytes();
     let producer = Arc::new(cluster.producer()?);
     let reader = cluster.reader(&t.runs)?;
     let setup = setup_started.elapsed();
@@ -275,9 +278,15 @@ pub(super) fn measure(
     drop(producer);
     instance.stop(plan.timeout)?;
 
+    // A change is one record in and one out.
+    let records = 2.0 * burst.window_outputs as f64;
     Ok(Measurement {
-        elapsed: burst.elapsed,
-        throughput,
+        window: burst.window,
+        throughput: 2.0 * throughput,
+        cpu_per_record: burst.window_cpu.map(|cpu| cpu / records.max(1.0)),
+        memory: memory_base
+            .zip(resident)
+            .map(|((before, raw), after)| (after.saturating_sub(before) as f64 / task_count, raw)),
         latency: steady
             .as_ref()
             .and_then(|s| Summary::of(s.latencies.clone())),

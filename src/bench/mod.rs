@@ -28,10 +28,12 @@ mod baseline;
 mod cluster;
 mod failover;
 mod instance;
+mod jobs;
 mod offers;
 pub mod recovery;
 mod report;
 pub mod stats;
+mod worker;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -47,6 +49,7 @@ pub use failover::FailoverMeasurement;
 pub use report::Report;
 
 use cluster::{Cluster, Inputs, Sent};
+use jobs::JobsPlan;
 use offers::OffersPlan;
 
 /// Pools the bench tasks are spread over.
@@ -57,12 +60,15 @@ const MAX_LATENCY_RATE: f64 = 2000.0;
 /// What `reactor bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
-    /// Both workloads.
+    /// The tasks, offers and jobs workloads.
     All,
     /// CTL changes firing tasks, exactly-once on and off.
     Tasks,
     /// Offer changes through stages answered by a worker, exactly-once on.
     Offers,
+    /// Process chains of three jobs launched by command and answered by a
+    /// worker, exactly-once on.
+    Jobs,
     /// Live-lane latency while a mass recovery of failed process
     /// instances runs (not part of `all`).
     Recovery,
@@ -82,6 +88,11 @@ impl Workload {
     pub fn offers(self) -> bool {
         matches!(self, Workload::All | Workload::Offers)
     }
+
+    /// Whether the jobs workload runs.
+    pub fn jobs(self) -> bool {
+        matches!(self, Workload::All | Workload::Jobs)
+    }
 }
 
 /// Options of `reactor bench`.
@@ -97,8 +108,10 @@ pub struct BenchArgs {
     /// (each change fires its own task); more adds tasks no change fires.
     #[arg(long)]
     pub tasks: Option<usize>,
-    /// CTL changes to produce in the throughput phase.
-    #[arg(long, default_value_t = 20000)]
+    /// CTL changes to produce in the throughput phase (each system's steady
+    /// window should last 5 s or more: about 110,000 changes per second of
+    /// window on the mock cluster).
+    #[arg(long, default_value_t = 800_000)]
     pub changes: usize,
     /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
     #[arg(long, default_value_t = 2000)]
@@ -118,7 +131,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "60s")]
     pub timeout: crate::duration::Duration,
     /// Offer changes to produce in the offers workload's throughput phase.
-    #[arg(long, default_value_t = 20000)]
+    #[arg(long, default_value_t = 100_000)]
     pub offer_changes: usize,
     /// Offer changes to produce at a steady rate in the offers workload's
     /// latency phase (0: skip it).
@@ -131,8 +144,19 @@ pub struct BenchArgs {
     /// Stages every offer change goes through in the offers workload.
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
-    /// A smoke run: at most 2000 changes and 300 latency changes (offers:
-    /// 1000 and 100; recovery: 20,000 instances).
+    /// Chains the jobs workload launches in its throughput phase.
+    #[arg(long, default_value_t = 50_000)]
+    pub chains: usize,
+    /// Chains launched at a steady rate in the jobs workload's latency
+    /// phase (0: skip it).
+    #[arg(long, default_value_t = 500)]
+    pub chain_latency_launches: usize,
+    /// Rate of the jobs latency phase, launches per second; default: half
+    /// of the jobs throughput, at most 2000.
+    #[arg(long)]
+    pub chain_latency_rate: Option<f64>,
+    /// A smoke run: at most 2000 changes and 300 latency changes (offers
+    /// and jobs: 1000 and 100; recovery: 20,000 instances).
     #[arg(long)]
     pub quick: bool,
     /// Failed process instances the recovery workload seeds and recovers.
@@ -155,16 +179,19 @@ impl Default for BenchArgs {
             workload: Workload::All,
             brokers: None,
             tasks: None,
-            changes: 20000,
+            changes: 800_000,
             latency_changes: 2000,
             latency_rate: None,
             partitions: 4,
             commit_interval: crate::duration::Duration::from_millis(100),
             timeout: crate::duration::Duration::from_secs(60),
-            offer_changes: 20000,
+            offer_changes: 100_000,
             offer_latency_changes: 500,
             offer_latency_rate: None,
             stages: 5,
+            chains: 50_000,
+            chain_latency_launches: 500,
+            chain_latency_rate: None,
             quick: false,
             recovery_instances: 1_000_000,
             recovery_partitions: 6,
@@ -241,6 +268,8 @@ struct Plan {
     latency_rate: Option<f64>,
     /// The offers workload, when it runs.
     offers: Option<OffersPlan>,
+    /// The jobs workload, when it runs.
+    jobs: Option<JobsPlan>,
 }
 
 impl Plan {
@@ -284,9 +313,15 @@ impl Plan {
         } else {
             None
         };
+        let jobs = if args.workload.jobs() {
+            Some(Self::jobs(args)?)
+        } else {
+            None
+        };
         Ok(Plan {
             workload: args.workload,
             offers,
+            jobs,
             changes,
             latency_changes,
             tasks,
@@ -322,6 +357,40 @@ impl Plan {
             latency_rate: args.offer_latency_rate,
             stages: args.stages,
         })
+    }
+
+    fn jobs(args: &BenchArgs) -> Result<JobsPlan, Error> {
+        let (mut chains, mut latency_chains) = (args.chains, args.chain_latency_launches);
+        if args.quick {
+            chains = chains.min(1000);
+            latency_chains = latency_chains.min(100);
+        }
+        if chains == 0 {
+            return Err(Error::Args("--chains must be at least 1".into()));
+        }
+        if let Some(rate) = args.chain_latency_rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Error::Args(format!(
+                    "--chain-latency-rate must be a positive number of launches per second, got {rate}"
+                )));
+            }
+        }
+        Ok(JobsPlan {
+            chains,
+            latency_chains,
+            latency_rate: args.chain_latency_rate,
+        })
+    }
+
+    /// The plan of the jobs workload's phases: its launches in place of the
+    /// CTL changes.
+    fn for_jobs(&self, jobs: &JobsPlan) -> Plan {
+        Plan {
+            changes: jobs.chains,
+            latency_changes: jobs.latency_chains,
+            latency_rate: jobs.latency_rate,
+            ..self.clone()
+        }
     }
 
     /// The plan of the offers workload's phases: its changes in place of
@@ -362,12 +431,25 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     let inputs = Arc::new(inputs(plan.changes + plan.latency_changes));
 
     let (eos_on, eos_off, rate) = if plan.workload.tasks() {
-        let config = tasks_config(plan.tasks)?;
-        let eos_on = instance::measure(&cluster, &config, &plan, &inputs, true, plan.latency_rate)?;
+        // Memory per task: what the configuration and a ready instance add.
+        let before = stats::resident_bytes();
+        let (config, text) = tasks_config(plan.tasks)?;
+        let raw = text as f64 / plan.tasks.max(1) as f64;
+        let base = before.map(|b| (b, raw));
+        let eos_on = instance::measure(
+            &cluster,
+            config,
+            &plan,
+            &inputs,
+            true,
+            plan.latency_rate,
+            base,
+        )?;
         let rate = plan
             .latency_rate
-            .unwrap_or_else(|| auto_rate(eos_on.throughput));
-        let eos_off = instance::measure(&cluster, &config, &plan, &inputs, false, Some(rate))?;
+            .unwrap_or_else(|| auto_rate(eos_on.throughput / 2.0));
+        let (config, _) = tasks_config(plan.tasks)?;
+        let eos_off = instance::measure(&cluster, config, &plan, &inputs, false, Some(rate), None)?;
         (Some(eos_on), Some(eos_off), rate)
     } else {
         (None, None, plan.latency_rate.unwrap_or(MAX_LATENCY_RATE))
@@ -378,6 +460,14 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
             let offers_plan = plan.for_offers(o);
             let inputs = Arc::new(offers::inputs(o.changes + o.latency_changes));
             Some(offers::measure(&cluster, &offers_plan, o, &inputs)?)
+        }
+        None => None,
+    };
+    let jobs = match &plan.jobs {
+        Some(j) => {
+            let jobs_plan = plan.for_jobs(j);
+            let inputs = Arc::new(jobs::inputs(j.chains + j.latency_chains));
+            Some(jobs::measure(&cluster, &jobs_plan, j, &inputs)?)
         }
         None => None,
     };
@@ -401,6 +491,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         eos_on,
         eos_off,
         offers,
+        jobs,
         wall: started.elapsed(),
     };
     tracing::info!(seconds = report.wall.as_secs_f64(), "bench done");
@@ -474,7 +565,7 @@ fn index_in(text: &str) -> Option<usize> {
 
 /// `tasks` tasks (`t{i}` fires on any change of `bench.t{i}/max_dt`) in
 /// [`POOLS`] unlimited pools; the `[kafka]` section is set per system.
-fn tasks_config(tasks: usize) -> Result<Config, Error> {
+fn tasks_config(tasks: usize) -> Result<(Config, usize), Error> {
     use std::fmt::Write;
     let started = Instant::now();
     let mut text = String::with_capacity(tasks * 110 + POOLS * 30);
@@ -496,13 +587,23 @@ fn tasks_config(tasks: usize) -> Result<Config, Error> {
         seconds = started.elapsed().as_secs_f64(),
         "bench tasks configured"
     );
-    Ok(loaded.config)
+    Ok((loaded.config, text.len()))
 }
+
+/// The share of outputs left out at each end of a burst: the steady window
+/// is between them.
+const RAMP: f64 = 0.05;
 
 /// One phase of one system: produce `range` at `pace`, read every output.
 struct Phase {
     /// First produce call to the last output received.
     elapsed: Duration,
+    /// The steady window: between the first and last [`RAMP`] of outputs.
+    window: Duration,
+    /// Outputs received in the window.
+    window_outputs: usize,
+    /// CPU seconds (user + system) of the whole process in the window.
+    window_cpu: Option<f64>,
     /// Produce call → output received, per record.
     latencies: Vec<Duration>,
     /// Produce call → run command issued, per record (Reactor only).
@@ -525,6 +626,7 @@ fn phase(
     timeout: Duration,
     index_of: &cluster::IndexOf<'_>,
 ) -> Result<Phase, Error> {
+    let cpu = stats::CpuSamples::start();
     let handle = cluster::produce(
         Arc::clone(producer),
         Arc::clone(inputs),
@@ -534,6 +636,7 @@ fn phase(
         timeout,
     );
     let collected = reader.collect(range.clone(), timeout, index_of);
+    let cpu = cpu.finish();
     let sent = cluster::join_producer(handle)?;
     let collected = collected?;
     if let (Some(a), Some(b)) = (sent.first(), sent.last()) {
@@ -549,6 +652,19 @@ fn phase(
         (Some(first), Some(last)) => last.saturating_duration_since(first),
         _ => Duration::ZERO,
     };
+    let mut arrivals: Vec<Instant> = collected.seen.iter().map(|s| s.at).collect();
+    let (window, window_outputs, window_cpu) = match stats::steady_window(&mut arrivals, RAMP) {
+        Some((from, to, n)) => (
+            to.saturating_duration_since(from),
+            n,
+            stats::cpu_between(&cpu, from, to).map(|(cpu, spanned)| {
+                // Scaled to the window from the samples' span inside it.
+                cpu * to.saturating_duration_since(from).as_secs_f64()
+                    / spanned.as_secs_f64().max(1e-9)
+            }),
+        ),
+        None => (elapsed, collected.seen.len(), None),
+    };
     let mut latencies = Vec::with_capacity(collected.seen.len());
     let mut dispatch = Vec::new();
     for seen in &collected.seen {
@@ -561,6 +677,9 @@ fn phase(
     }
     Ok(Phase {
         elapsed,
+        window,
+        window_outputs,
+        window_cpu,
         latencies,
         dispatch,
         duplicates: collected.duplicates,
@@ -602,7 +721,7 @@ fn burst_then_steady(
         )
     };
     let burst = run(plan.throughput_range(), cluster::Pace::Burst)?;
-    let throughput = stats::per_second(plan.changes, burst.elapsed);
+    let throughput = stats::per_second(burst.window_outputs, burst.window);
     tracing::info!(
         system,
         throughput,
@@ -667,8 +786,8 @@ mod tests {
     #[test]
     fn plan_checks_the_options() {
         let plan = Plan::new(&BenchArgs::default()).unwrap();
-        assert_eq!(plan.tasks, 22000);
-        assert_eq!(plan.latency_range(), 20000..22000);
+        assert_eq!(plan.tasks, 802_000);
+        assert_eq!(plan.latency_range(), 800_000..802_000);
         let quick = Plan::new(&BenchArgs {
             quick: true,
             ..BenchArgs::default()
@@ -680,13 +799,14 @@ mod tests {
             ..BenchArgs::default()
         };
         assert!(matches!(Plan::new(&few_tasks), Err(Error::Args(_))));
-        let config = tasks_config(20).unwrap();
+        let (config, text) = tasks_config(20).unwrap();
+        assert!(text > 20 * 60, "{text}");
         assert_eq!(config.tasks.len(), 20);
         assert_eq!(config.pools.len(), 17, "16 bench pools and the default one");
         let offers = plan.offers.unwrap();
         assert_eq!(
             (offers.changes, offers.latency_changes, offers.stages),
-            (20000, 500, 5)
+            (100_000, 500, 5)
         );
         let quick_offers = quick.offers.unwrap();
         assert_eq!(
@@ -733,7 +853,7 @@ mod tests {
             bench: BenchArgs,
         }
         let cli = Cli::try_parse_from(["bench"]).unwrap();
-        assert_eq!(cli.bench.changes, 20000);
+        assert_eq!(cli.bench.changes, 800_000);
         assert_eq!(
             cli.bench.commit_interval.to_std(),
             Duration::from_millis(100)
@@ -784,6 +904,9 @@ mod tests {
             offer_changes: 30,
             offer_latency_changes: 10,
             offer_latency_rate: Some(50.0),
+            chains: 30,
+            chain_latency_launches: 10,
+            chain_latency_rate: Some(50.0),
             ..BenchArgs::default()
         };
         let report = run(&args).unwrap();
@@ -803,6 +926,15 @@ mod tests {
         assert_eq!(offers.stage_runs, 40 * 5, "{report}");
         assert_eq!(offers.offer_states, 40 * 6, "{report}");
         assert_eq!(offers.duplicates, 0, "{report}");
+        let jobs = report.jobs.as_ref().expect("the jobs workload ran");
+        assert!(jobs.throughput > 0.0, "{report}");
+        for latency in [jobs.first_run, jobs.done] {
+            assert_eq!(latency.map(|l| l.samples), Some(10), "{report}");
+        }
+        // Three step runs per launch (both phases), and one success each.
+        assert_eq!(jobs.step_runs, 40 * 3, "{report}");
+        assert!(jobs.events >= 40, "{report}");
+        assert_eq!(jobs.duplicates, 0, "{report}");
         let text = report.to_string();
         assert!(
             text.contains("does not implement transaction markers"),
@@ -810,5 +942,9 @@ mod tests {
         );
         assert!(text.contains("≥ 0.50×"), "{text}");
         assert!(text.contains("offers, 5 stages, exactly-once on"), "{text}");
+        assert!(
+            text.contains("jobs, 3-step chains, exactly-once on"),
+            "{text}"
+        );
     }
 }

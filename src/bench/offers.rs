@@ -17,24 +17,19 @@
 //! `OfferState` (version 1: the change committed), to its first stage run
 //! reaching a worker, and to its completing `OfferState`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 use serde_json::json;
 
-use super::cluster::{Cluster, Inputs, Pace, Sent};
+use super::cluster::{Cluster, Inputs};
 use super::instance::{self, Launched};
 use super::report::OffersMeasurement;
-use super::stats::{self, Summary};
-use super::{auto_rate, join_within, phase, Error, Plan};
+use super::stats::Summary;
+use super::worker::{self, Answer, Marks, Workers};
+use super::{Error, Plan};
 use crate::action::StageRunCommand;
 use crate::codec::{self, Format};
 use crate::config::Config;
@@ -111,6 +106,27 @@ pub(super) fn config(stages: usize, prefix: &str) -> Result<Config, Error> {
         .map_err(|e| Error::Config(Box::new(e)))
 }
 
+/// Bytes of the JSON of a complete offer (its body with every stage's
+/// update, and every stage's state): the raw payload Reactor holds for it.
+fn complete_offer_bytes(stages: usize) -> usize {
+    let mut body = inputs(1)
+        .records
+        .pop()
+        .and_then(|(_, v)| codec::decode_offer_change(None, Some(&v)).ok())
+        .and_then(|c| match c.change {
+            Change::Body(b) => Some(b),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut states = serde_json::Map::new();
+    for k in 0..stages {
+        body.insert(stage_name(k), json!(k + 1));
+        states.insert(stage_name(k), json!({"seen": k + 1}));
+    }
+    serde_json::to_vec(&body).map_or(0, |b| b.len())
+        + serde_json::to_vec(&states).map_or(0, |s| s.len())
+}
+
 /// What the bench worker answers: at once, success, computed from the run's
 /// version, with the update `{"STAGE": version}` and the state `{"seen": version}`.
 pub(super) fn answer(run: &StageRunCommand) -> RunResult {
@@ -126,158 +142,15 @@ pub(super) fn answer(run: &StageRunCommand) -> RunResult {
     result
 }
 
-/// First time something happened to each input, settable from any thread
-/// (the first mark wins).
-pub(super) struct Marks {
-    base: Instant,
-    nanos: Vec<AtomicU64>,
-}
-
-impl Marks {
-    /// Marks for inputs `0..n`.
-    pub fn new(n: usize) -> Marks {
-        Marks {
-            base: Instant::now(),
-            nanos: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// Marks input `i` now unless it was marked before.
-    pub fn mark(&self, i: usize) {
-        if let Some(slot) = self.nanos.get(i) {
-            let now = self.base.elapsed().as_nanos() as u64 + 1;
-            let _ = slot.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
-        }
-    }
-
-    /// When input `i` was first marked.
-    pub fn get(&self, i: usize) -> Option<Instant> {
-        match self.nanos.get(i)?.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(self.base + Duration::from_nanos(n - 1)),
-        }
-    }
-
-    /// Sent → marked, for the inputs `start..` sent at `sent` that were marked.
-    pub fn latencies(&self, start: usize, sent: &[Sent]) -> Vec<Duration> {
-        sent.iter()
-            .enumerate()
-            .filter_map(|(k, s)| Some(self.get(start + k)?.saturating_duration_since(s.at)))
-            .collect()
-    }
-}
-
-/// A bench worker: answers every run of one stage topic at once.
-struct Worker {
-    topic: String,
-    consumer: BaseConsumer,
-    producer: ThreadedProducer<DefaultProducerContext>,
-    results: String,
-    first_run: Arc<Marks>,
-    answered: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    call_timeout: Duration,
-}
-
-impl Worker {
-    /// Answers until stopped; returns the time spent answering.
-    fn run(self) -> Result<Duration, Error> {
-        // Time spent answering (not waiting for runs): were the workers the
-        // bottleneck, it would approach the phases' length.
-        let mut busy = Duration::ZERO;
-        let mut answered = 0u64;
-        while !self.stop.load(Ordering::Relaxed) {
-            let m = match self.consumer.poll(Duration::from_millis(20)) {
-                None => continue,
-                Some(Ok(m)) => m,
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "bench worker consumer error (retried)");
-                    continue;
-                }
-            };
-            let started = Instant::now();
-            self.answer(&m)?;
-            busy += started.elapsed();
-            answered += 1;
-        }
-        tracing::debug!(
-            topic = self.topic,
-            answered,
-            busy_seconds = busy.as_secs_f64(),
-            "bench worker stopped"
-        );
-        self.producer
-            .flush(self.call_timeout)
-            .map_err(|e| Error::kafka("flushing the bench worker's results", e))?;
-        Ok(busy)
-    }
-
-    fn answer(&self, m: &BorrowedMessage<'_>) -> Result<(), Error> {
-        let run =
-            codec::decode_stage_run_command(m.payload().unwrap_or_default()).map_err(|e| {
-                Error::Failed {
-                    what: format!("reading {}[{}]@{}", m.topic(), m.partition(), m.offset()),
-                    message: format!("not a stage run command: {e}"),
-                }
-            })?;
-        if let Some(i) = offer_index(&run.offer) {
-            self.first_run.mark(i);
-        }
-        let payload = codec::encode_run_result(&answer(&run), &run.offer, Format::Protobuf);
-        let mut record = BaseRecord::to(&self.results)
-            .key(run.offer.as_str())
-            .payload(&payload[..]);
-        let deadline = Instant::now() + self.call_timeout;
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => {
-                    return Err(Error::kafka(format!("replying to {}", self.results), e))
-                }
-            }
-        }
-        self.answered.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
-/// Starts one worker thread per stage topic.
-fn start_workers(
-    cluster: &Cluster,
-    launched: &Launched,
-    first_run: &Arc<Marks>,
-    answered: &Arc<AtomicU64>,
-    stop: &Arc<AtomicBool>,
-    plan: &Plan,
-) -> Result<Vec<JoinHandle<Result<Duration, Error>>>, Error> {
-    let mut threads = Vec::new();
-    for topic in &launched.stage_topics {
-        let worker = Worker {
-            topic: topic.clone(),
-            consumer: cluster.assigned(&[topic], &format!("{topic}-bench-worker"))?,
-            producer: cluster.producer()?,
-            results: launched.topics.results.clone(),
-            first_run: Arc::clone(first_run),
-            answered: Arc::clone(answered),
-            stop: Arc::clone(stop),
-            call_timeout: plan.timeout,
-        };
-        let thread = std::thread::Builder::new()
-            .name("bench-worker".into())
-            .spawn(move || worker.run())
-            .map_err(|e| Error::Failed {
-                what: "starting a bench worker".into(),
-                message: e.to_string(),
-            })?;
-        threads.push(thread);
-    }
-    Ok(threads)
+/// The bench worker's [`Answering`] of a stage run command.
+fn reply(bytes: &[u8]) -> Result<Answer, String> {
+    let run = codec::decode_stage_run_command(bytes)
+        .map_err(|e| format!("not a stage run command: {e}"))?;
+    Ok(Answer {
+        index: offer_index(&run.offer),
+        payload: codec::encode_run_result(&answer(&run), &run.offer, Format::Protobuf),
+        key: run.offer,
+    })
 }
 
 /// Measures the offers workload with exactly-once on. `plan` is the bench's
@@ -293,32 +166,16 @@ pub(super) fn measure(
     let config = config(offers.stages, &stage_prefix)?;
     let launched = instance::launch(cluster, config, plan, true, system)?;
     let total = plan.changes + plan.latency_changes;
-    let first_run = Arc::new(Marks::new(total));
+    let workers = Workers::start(
+        cluster,
+        &launched,
+        &launched.stage_topics,
+        reply,
+        total,
+        plan,
+    )?;
     let committed = Marks::new(total);
-    let answered = Arc::new(AtomicU64::new(0));
     let states_read = AtomicU64::new(0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers = start_workers(cluster, &launched, &first_run, &answered, &stop, plan);
-    // Stops the workers; the longest any of them spent answering.
-    let stop_workers = |workers: Vec<JoinHandle<Result<Duration, Error>>>| {
-        stop.store(true, Ordering::Relaxed);
-        let mut busy = Ok(Duration::ZERO);
-        for w in workers {
-            let joined = join_within(w, plan.timeout, "stopping a bench worker");
-            busy = match (busy, joined) {
-                (Ok(a), Ok(b)) => Ok(a.max(b)),
-                (Err(e), _) | (_, Err(e)) => Err(e),
-            };
-        }
-        busy
-    };
-    let workers = match workers {
-        Ok(w) => w,
-        Err(e) => {
-            stop.store(true, Ordering::Relaxed);
-            return Err(e);
-        }
-    };
     let stages = offers.stages;
     let index_of = |m: &BorrowedMessage<'_>| {
         let (state, _) = codec::decode_offer_state(m.payload().unwrap_or_default())
@@ -331,55 +188,31 @@ pub(super) fn measure(
         }
         Ok((state.states.len() >= stages).then_some((index, None)))
     };
-    // Everything that may fail while the workers run, so that they are
-    // stopped whatever happens.
-    let measured = (|| {
-        let producer = Arc::new(cluster.producer()?);
-        let reader = cluster.reader(&launched.topics.offer_state)?;
-        let setup = launched.setup_started.elapsed();
-        tracing::info!(
-            system,
-            stages,
-            seconds = setup.as_secs_f64(),
-            "Reactor ready; throughput phase"
-        );
-        let run = |range, pace| {
-            phase(
-                &producer,
-                inputs,
-                &launched.topics.offers,
-                &reader,
-                range,
-                pace,
-                plan.timeout,
-                &index_of,
-            )
-        };
-        let burst = run(plan.throughput_range(), Pace::Burst)?;
-        let throughput = stats::per_second(plan.changes, burst.elapsed);
-        tracing::info!(
-            system,
-            throughput,
-            seconds = burst.elapsed.as_secs_f64(),
-            "throughput phase done"
-        );
-        let rate = offers.latency_rate.unwrap_or_else(|| auto_rate(throughput));
-        let steady = if plan.latency_changes > 0 {
-            tracing::info!(system, rate, "latency phase");
-            Some(run(plan.latency_range(), Pace::Rate(rate))?)
-        } else {
-            None
-        };
-        Ok((setup, burst, throughput, rate, steady))
-    })();
-    let stopped = stop_workers(workers);
+    let measured = worker::phases(
+        system,
+        cluster,
+        &launched,
+        plan,
+        inputs,
+        &launched.topics.offers,
+        &launched.topics.offer_state,
+        offers.latency_rate,
+        &index_of,
+    );
+    let (first_run, answered) = (
+        Arc::clone(&workers.first_run),
+        Arc::clone(&workers.answered),
+    );
+    let stopped = workers.stop(plan.timeout);
     let Launched { instance, .. } = launched;
-    let (setup, burst, throughput, rate, steady) = measured?;
+    let m = measured?;
     let worker_busy = stopped?;
     instance.stop(plan.timeout)?;
-
+    // Per change: the change and one result per stage in, one run per stage
+    // and one offer state more than stages out.
+    let per_change = (3 * stages + 2) as f64;
     let latency = |marks: &Marks| {
-        steady
+        m.steady
             .as_ref()
             .and_then(|s| Summary::of(marks.latencies(plan.latency_range().start, &s.sent)))
     };
@@ -387,20 +220,32 @@ pub(super) fn measure(
         stages,
         changes: plan.changes,
         latency_changes: plan.latency_changes,
-        latency_rate: steady.is_some().then_some(rate),
+        latency_rate: m.steady.is_some().then_some(m.rate),
         latency_rate_auto: offers.latency_rate.is_none(),
-        elapsed: burst.elapsed,
-        throughput,
+        window: m.burst.window,
+        throughput: m.throughput,
+        records: m.throughput * per_change,
+        cpu_per_record: m
+            .burst
+            .window_cpu
+            .map(|cpu| cpu / (m.burst.window_outputs as f64 * per_change).max(1.0)),
+        memory: m.memory_added.map(|added| {
+            (
+                added as f64 / plan.changes.max(1) as f64,
+                complete_offer_bytes(stages) as f64,
+            )
+        }),
         committed: latency(&committed),
         first_run: latency(&first_run),
-        done: steady
+        done: m
+            .steady
             .as_ref()
             .and_then(|s| Summary::of(s.latencies.clone())),
         stage_runs: answered.load(Ordering::Relaxed),
         worker_busy,
         offer_states: states_read.load(Ordering::Relaxed),
-        duplicates: burst.duplicates + steady.as_ref().map_or(0, |s| s.duplicates),
-        setup,
+        duplicates: m.burst.duplicates + m.steady.as_ref().map_or(0, |s| s.duplicates),
+        setup: m.setup,
     })
 }
 
@@ -488,23 +333,5 @@ mod tests {
         assert_eq!(states[0].version, 1);
         assert!(states[..5].iter().all(|s| s.states.len() < 5));
         assert_eq!(states[5].states.len(), 5);
-    }
-
-    #[test]
-    fn marks_keep_the_first_time() {
-        let marks = Marks::new(3);
-        assert_eq!(marks.get(1), None);
-        marks.mark(1);
-        let first = marks.get(1).unwrap();
-        std::thread::sleep(Duration::from_millis(2));
-        marks.mark(1);
-        assert_eq!(marks.get(1), Some(first));
-        marks.mark(7); // out of range: ignored
-        let sent = [Sent {
-            at: first - Duration::from_millis(5),
-            wall: jiff::Timestamp::now(),
-        }];
-        assert_eq!(marks.latencies(1, &sent), [Duration::from_millis(5)]);
-        assert!(marks.latencies(0, &sent).is_empty());
     }
 }

@@ -380,6 +380,7 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
         timeout: timeout.max(Duration::from_secs(600)),
         latency_rate: None,
         offers: None,
+        jobs: None,
     };
     let cluster = Cluster::new(args.brokers.as_deref())?;
     let prefix = super::prefix("recovery-jobs");

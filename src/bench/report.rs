@@ -9,10 +9,20 @@ use super::stats::Summary;
 /// What one system achieved.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    /// First produce call to the last output received, throughput phase.
-    pub elapsed: Duration,
-    /// Records per second of the throughput phase.
+    /// The steady window of the throughput phase (its first and last 5 %
+    /// of outputs left out), over which `throughput` is measured.
+    pub window: Duration,
+    /// Records in and out per second of the throughput phase's steady
+    /// window (tasks and baseline: two per change; offers: every change,
+    /// result, stage run and offer state).
     pub throughput: f64,
+    /// CPU seconds (user + system, the whole process) per record in or out
+    /// in the steady window.
+    pub cpu_per_record: Option<f64>,
+    /// Resident memory added per task (tasks workload, exactly-once on):
+    /// the configuration and the shards holding them, and the raw TOML
+    /// definition per task, in bytes.
+    pub memory: Option<(f64, f64)>,
     /// Produce call → output received by a `read_committed` reader, latency phase.
     pub latency: Option<Summary>,
     /// Produce call → the run command's `issued_at` (Reactor only), latency phase.
@@ -36,8 +46,16 @@ pub struct OffersMeasurement {
     pub latency_rate: Option<f64>,
     /// Whether that rate was derived from the throughput.
     pub latency_rate_auto: bool,
-    /// First produce call to the last completing offer state, throughput phase.
-    pub elapsed: Duration,
+    /// The steady window of the throughput phase.
+    pub window: Duration,
+    /// Records in and out per second (changes, results, stage runs, offer
+    /// states) over the steady window.
+    pub records: f64,
+    /// CPU seconds (user + system, the whole process) per record in or out.
+    pub cpu_per_record: Option<f64>,
+    /// Resident memory added per offer by the throughput phase, and the raw
+    /// JSON of a complete offer (body and stage states), in bytes.
+    pub memory: Option<(f64, f64)>,
     /// Offer changes per second end to end (every stage answered and committed).
     pub throughput: f64,
     /// Change produced → its own `OfferState` (version 1) received, latency phase.
@@ -54,6 +72,46 @@ pub struct OffersMeasurement {
     /// `OfferState` records read, both phases.
     pub offer_states: u64,
     /// Completing offer states received more than once, both phases.
+    pub duplicates: usize,
+    /// Topic creation, start, group join until ready.
+    pub setup: Duration,
+}
+
+/// What the jobs workload achieved (exactly-once on).
+#[derive(Debug, Clone)]
+pub struct JobsMeasurement {
+    /// Steps of the chain every launch starts.
+    pub steps: usize,
+    /// Launches of the throughput phase.
+    pub chains: usize,
+    /// Launches of the latency phase.
+    pub latency_chains: usize,
+    /// Rate of the latency phase (launches per second), if it ran.
+    pub latency_rate: Option<f64>,
+    /// Whether that rate was derived from the throughput.
+    pub latency_rate_auto: bool,
+    /// The steady window of the throughput phase.
+    pub window: Duration,
+    /// Records in and out per second (launches, results, step runs,
+    /// events) over the steady window.
+    pub records: f64,
+    /// CPU seconds (user + system, the whole process) per record in or out.
+    pub cpu_per_record: Option<f64>,
+    /// Chains per second end to end (every step answered and committed).
+    pub throughput: f64,
+    /// Launch produced → its first step run received by a worker, latency phase.
+    pub first_run: Option<Summary>,
+    /// Launch produced → its `process_succeeded` received, latency phase.
+    pub done: Option<Summary>,
+    /// Step runs the workers answered, both phases.
+    pub step_runs: u64,
+    /// The longest time one worker spent answering.
+    pub worker_busy: Duration,
+    /// Events read, both phases.
+    pub events: u64,
+    /// Events per chain (counted into the records).
+    pub events_per_chain: f64,
+    /// `process_succeeded` events received more than once, both phases.
     pub duplicates: usize,
     /// Topic creation, start, group join until ready.
     pub setup: Duration,
@@ -103,6 +161,8 @@ pub struct Report {
     pub eos_off: Option<Measurement>,
     /// Reactor, offers workload (exactly-once on).
     pub offers: Option<OffersMeasurement>,
+    /// Reactor, jobs workload (exactly-once on).
+    pub jobs: Option<JobsMeasurement>,
     /// The whole bench, setup included.
     pub wall: Duration,
 }
@@ -129,9 +189,22 @@ impl Report {
         ratio(on.throughput, off.throughput).map(|r| 1.0 - r)
     }
 
-    /// Offer changes per second end to end over the baseline's records per second.
+    /// The offers workload's records in and out per second over the baseline's.
     pub fn offers_ratio(&self) -> Option<f64> {
-        ratio(self.offers.as_ref()?.throughput, self.baseline.throughput)
+        ratio(self.offers.as_ref()?.records, self.baseline.throughput)
+    }
+
+    /// The jobs workload's records in and out per second over the baseline's.
+    pub fn jobs_ratio(&self) -> Option<f64> {
+        ratio(self.jobs.as_ref()?.records, self.baseline.throughput)
+    }
+
+    /// CPU per record, exactly-once on, over the baseline's.
+    pub fn cpu_ratio(&self) -> Option<f64> {
+        ratio(
+            self.eos_on.as_ref()?.cpu_per_record?,
+            self.baseline.cpu_per_record?,
+        )
     }
 
     /// The p99 latency bound: commit interval + 25 ms.
@@ -187,10 +260,33 @@ impl Report {
                 },
             ]);
         }
+        if self.eos_on.is_some() {
+            let cpu = self.cpu_ratio();
+            targets.push(Target {
+                name: "CPU per record, exactly-once on ÷ baseline",
+                measured: times(cpu),
+                target: "≤ 2.00×".into(),
+                met: cpu.map(|r| r <= 2.0),
+            });
+            let memory = self.eos_on.as_ref().and_then(|m| m.memory);
+            targets.push(Target {
+                name: "memory per task ÷ its raw definition",
+                measured: times(memory.and_then(|(m, raw)| ratio(m, raw))),
+                target: "≤ 2.50×".into(),
+                met: memory.and_then(|(m, raw)| ratio(m, raw)).map(|r| r <= 2.5),
+            });
+        }
         if let Some(offers) = &self.offers {
+            let memory = offers.memory.and_then(|(m, raw)| ratio(m, raw));
+            targets.push(Target {
+                name: "memory per offer ÷ its raw payload",
+                measured: times(memory),
+                target: "≤ 2.50×".into(),
+                met: memory.map(|r| r <= 2.5),
+            });
             targets.extend([
                 Target {
-                    name: "offers: changes/s, exactly-once on ÷ baseline",
+                    name: "offers: records/s, exactly-once on ÷ baseline",
                     measured: times(self.offers_ratio()),
                     target: "≥ 0.50×".into(),
                     met: at_least(self.offers_ratio(), 0.5),
@@ -198,6 +294,20 @@ impl Report {
                 Target {
                     name: "offers: p99 latency, change → its OfferState",
                     ..p99_of(offers.committed)
+                },
+            ]);
+        }
+        if let Some(jobs) = &self.jobs {
+            targets.extend([
+                Target {
+                    name: "jobs: records/s, exactly-once on ÷ baseline",
+                    measured: times(self.jobs_ratio()),
+                    target: "≥ 0.50×".into(),
+                    met: at_least(self.jobs_ratio(), 0.5),
+                },
+                Target {
+                    name: "jobs: p99 latency, launch → first step run",
+                    ..p99_of(jobs.first_run)
                 },
             ]);
         }
@@ -266,6 +376,27 @@ impl fmt::Display for Report {
                 }
             )?;
         }
+        if let Some(j) = &self.jobs {
+            writeln!(
+                f,
+                "  jobs workload: {} launches of a {}-step chain as fast as the producer takes them; \
+                 latency phase: {}",
+                j.chains,
+                j.steps,
+                match j.latency_rate {
+                    Some(rate) => format!(
+                        "{} further launches at {rate:.0}/s{}",
+                        j.latency_chains,
+                        if j.latency_rate_auto {
+                            " (half the jobs throughput, at most 2000/s)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => "skipped".into(),
+                }
+            )?;
+        }
         writeln!(f)?;
         writeln!(
             f,
@@ -306,9 +437,18 @@ impl fmt::Display for Report {
             summary_row(
                 f,
                 &format!("offers, {} stages, exactly-once on", o.stages),
-                o.throughput,
+                o.records,
                 o.done.as_ref(),
                 o.setup,
+            )?;
+        }
+        if let Some(j) = &self.jobs {
+            summary_row(
+                f,
+                &format!("jobs, {}-step chains, exactly-once on", j.steps),
+                j.records,
+                j.done.as_ref(),
+                j.setup,
             )?;
         }
         for (name, m) in &rows[1..] {
@@ -328,9 +468,10 @@ impl fmt::Display for Report {
             };
             writeln!(
                 f,
-                "  offers: records/s above = offer changes/s with every stage answered and committed; \
-                 latency columns: change produced → the OfferState holding all {} stage results",
-                o.stages
+                "  offers: records/s above = offer changes, results, stage runs and offer states per \
+                 second ({:.0} offer changes/s with every stage answered and committed); latency \
+                 columns: change produced → the OfferState holding all {} stage results",
+                o.throughput, o.stages
             )?;
             writeln!(
                 f,
@@ -345,6 +486,31 @@ impl fmt::Display for Report {
                 o.stage_runs,
                 ms(o.worker_busy),
                 o.offer_states
+            )?;
+        }
+        if let Some(j) = &self.jobs {
+            let both = |s: &Option<Summary>| match s {
+                Some(s) => format!("p50 {}, p99 {}", ms(s.p50), ms(s.p99)),
+                None => "n/a".into(),
+            };
+            writeln!(
+                f,
+                "  jobs: records/s above = launches, results, step runs and events per second \
+                 ({:.0} chains/s with every step answered and committed; {:.1} events per chain); \
+                 latency columns: launch produced → its process_succeeded",
+                j.throughput, j.events_per_chain
+            )?;
+            writeln!(
+                f,
+                "  jobs: launch produced → its first step run at a worker {}",
+                both(&j.first_run)
+            )?;
+            writeln!(
+                f,
+                "  jobs: {} step runs answered (the busiest worker spent {} answering), {} events read",
+                j.step_runs,
+                ms(j.worker_busy),
+                j.events
             )?;
         }
         writeln!(f)?;
@@ -396,14 +562,26 @@ impl fmt::Display for Report {
                 o.stages + 1
             )?;
         }
+        if let Some(j) = &self.jobs {
+            writeln!(
+                f,
+                "  - jobs: every launch starts process `chain` for a key of its own; its {n} steps \
+                 (jobs reserve, send, notify, each with a run topic) run one after another, each \
+                 answered at once by a bench worker with a success; a chain completes with its \
+                 process_succeeded event and needs {rounds} commit rounds",
+                n = j.steps,
+                rounds = j.steps + 1
+            )?;
+        }
         writeln!(
             f,
             "  - throughput: records from the first produce call to the last output received by a \
              read_committed reader (Reactor: run commands{}; baseline: relayed records)",
-            if self.offers.is_some() {
-                "; offers: completing OfferStates"
-            } else {
-                ""
+            match (self.offers.is_some(), self.jobs.is_some()) {
+                (true, true) => "; offers: completing OfferStates; jobs: process_succeeded events",
+                (true, false) => "; offers: completing OfferStates",
+                (false, true) => "; jobs: process_succeeded events",
+                (false, false) => "",
             }
         )?;
         writeln!(
@@ -434,25 +612,78 @@ impl fmt::Display for Report {
                  after that wait, even when records arrive meanwhile"
             )?;
         }
-        let mut windows = vec![("baseline", self.baseline.elapsed, "--changes")];
+        let mut windows = vec![("baseline", &self.baseline)];
         if let Some(m) = &self.eos_on {
-            windows.push(("exactly-once on", m.elapsed, "--changes"));
+            windows.push(("exactly-once on", m));
         }
         if let Some(m) = &self.eos_off {
-            windows.push(("exactly-once off", m.elapsed, "--changes"));
+            windows.push(("exactly-once off", m));
         }
+        let per_record =
+            |cpu: Option<f64>| cpu.map_or("n/a".into(), |c| format!("{:.2} µs", c * 1e6));
+        let mut efficiency: Vec<String> = windows
+            .iter()
+            .map(|(name, m)| {
+                format!(
+                    "{name} {} over {}",
+                    per_record(m.cpu_per_record),
+                    seconds(m.window)
+                )
+            })
+            .collect();
         if let Some(o) = &self.offers {
-            windows.push(("offers", o.elapsed, "--offer-changes"));
+            efficiency.push(format!(
+                "offers {} over {}",
+                per_record(o.cpu_per_record),
+                seconds(o.window)
+            ));
         }
-        for (name, elapsed, flag) in windows {
-            if elapsed < Duration::from_secs(1) {
+        if let Some(j) = &self.jobs {
+            efficiency.push(format!(
+                "jobs {} over {}",
+                per_record(j.cpu_per_record),
+                seconds(j.window)
+            ));
+        }
+        writeln!(
+            f,
+            "  - throughput and CPU over each burst's steady window (its first and last 5 % of \
+             outputs left out); CPU per record in or out, user + system of the whole process \
+             (the harness and, on the mock, the brokers included alike): {}",
+            efficiency.join(", ")
+        )?;
+        let mut short: Vec<(&str, Duration, &str)> = windows
+            .iter()
+            .map(|(name, m)| (*name, m.window, "--changes"))
+            .collect();
+        if let Some(o) = &self.offers {
+            short.push(("offers", o.window, "--offer-changes"));
+        }
+        if let Some(j) = &self.jobs {
+            short.push(("jobs", j.window, "--chains"));
+        }
+        for (name, window, flag) in short {
+            if window < Duration::from_secs(5) {
                 writeln!(
                     f,
-                    "  - {name}: the throughput window was only {}, so that figure is noisy; \
-                     raise {flag} for a steadier one",
-                    ms(elapsed)
+                    "  - {name}: the steady window was only {}, under 5 s; raise {flag} for a steadier figure",
+                    seconds(window)
                 )?;
             }
+        }
+        if let Some((per_task, raw)) = self.eos_on.as_ref().and_then(|m| m.memory) {
+            writeln!(
+                f,
+                "  - memory: {:.0} bytes resident per task (configuration and shards) for {:.0} bytes of TOML each",
+                per_task, raw
+            )?;
+        }
+        if let Some((per_offer, raw)) = self.offers.as_ref().and_then(|o| o.memory) {
+            writeln!(
+                f,
+                "  - memory: {:.0} bytes resident per offer for {:.0} bytes of JSON (body and stage states) each",
+                per_offer, raw
+            )?;
         }
         let duplicates = [
             ("baseline", Some(self.baseline.duplicates)),
@@ -465,6 +696,7 @@ impl fmt::Display for Report {
                 self.eos_off.as_ref().map(|m| m.duplicates),
             ),
             ("offers", self.offers.as_ref().map(|o| o.duplicates)),
+            ("jobs", self.jobs.as_ref().map(|j| j.duplicates)),
         ];
         if duplicates.iter().any(|(_, d)| d.unwrap_or(0) > 0) {
             let list: Vec<String> = duplicates
@@ -484,7 +716,9 @@ mod tests {
     fn measurement(throughput: f64, p99_ms: u64) -> Measurement {
         let d = Duration::from_millis(p99_ms);
         Measurement {
-            elapsed: Duration::from_secs(1),
+            window: Duration::from_secs(6),
+            cpu_per_record: None,
+            memory: None,
             throughput,
             latency: Some(Summary {
                 samples: 10,
@@ -515,13 +749,23 @@ mod tests {
             eos_on: Some(measurement(600.0, 130)),
             eos_off: Some(measurement(800.0, 120)),
             offers: None,
+            jobs: None,
             wall: Duration::from_secs(10),
         };
         let met: Vec<_> = report.targets().iter().map(|t| t.met).collect();
-        // 0.6 ≥ 0.5; 0.8 ≥ 0.7; cost 25 % > 15 %; 130 > 125 ms; 120 ≤ 125 ms.
+        // 0.6 ≥ 0.5; 0.8 ≥ 0.7; cost 25 % > 15 %; 130 > 125 ms; 120 ≤ 125 ms;
+        // CPU and memory not measured.
         assert_eq!(
             met,
-            [Some(true), Some(true), Some(false), Some(false), Some(true)]
+            [
+                Some(true),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(true),
+                None,
+                None
+            ]
         );
         let text = report.to_string();
         assert!(text.contains("25.0 %"), "{text}");
@@ -550,7 +794,10 @@ mod tests {
                 latency_changes: 10,
                 latency_rate: Some(50.0),
                 latency_rate_auto: true,
-                elapsed: Duration::from_secs(2),
+                window: Duration::from_secs(6),
+                records: 850.0,
+                cpu_per_record: None,
+                memory: None,
                 throughput: 50.0,
                 committed: Some(summary(60, 110)),
                 first_run: Some(summary(70, 130)),
@@ -565,9 +812,9 @@ mod tests {
         };
         let targets = report.targets();
         let met: Vec<_> = targets.iter().map(|t| t.met).collect();
-        // 50 / 1000 = 0.05 < 0.5; 110 ≤ 125 ms.
-        assert_eq!(met, [Some(false), Some(true)], "{targets:?}");
-        assert_eq!(targets[0].measured, "0.05×");
+        // Memory not measured; records 850 / 1000 = 0.85 ≥ 0.5; 110 ≤ 125 ms.
+        assert_eq!(met, [None, Some(true), Some(true)], "{targets:?}");
+        assert_eq!(targets[1].measured, "0.85×");
         let text = report.to_string();
         assert!(text.contains("offers, 5 stages, exactly-once on"), "{text}");
         assert!(
@@ -576,5 +823,45 @@ mod tests {
         );
         assert!(!text.contains("Reactor, exactly-once on "), "{text}");
         assert!(!text.contains("tasks in"), "{text}");
+
+        // The jobs workload alone: its ratio and its dispatch latency.
+        let report = Report {
+            offers: None,
+            jobs: Some(JobsMeasurement {
+                steps: 3,
+                chains: 100,
+                latency_chains: 10,
+                latency_rate: Some(50.0),
+                latency_rate_auto: false,
+                window: Duration::from_secs(6),
+                records: 600.0,
+                cpu_per_record: None,
+                throughput: 50.0,
+                first_run: Some(summary(80, 140)),
+                done: Some(summary(400, 700)),
+                step_runs: 330,
+                worker_busy: Duration::from_millis(20),
+                events: 220,
+                events_per_chain: 2.0,
+                duplicates: 0,
+                setup: Duration::from_secs(3),
+            }),
+            ..report
+        };
+        let targets = report.targets();
+        let met: Vec<_> = targets.iter().map(|t| t.met).collect();
+        // 600 / 1000 = 0.6 ≥ 0.5; 140 > 125 ms.
+        assert_eq!(met, [Some(true), Some(false)], "{targets:?}");
+        assert_eq!(targets[0].measured, "0.60×");
+        let text = report.to_string();
+        assert!(
+            text.contains("jobs, 3-step chains, exactly-once on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("first step run at a worker p50 80.0 ms, p99 140.0 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("OfferState"), "{text}");
     }
 }

@@ -50,9 +50,118 @@ pub fn per_second(records: usize, elapsed: Duration) -> f64 {
     }
 }
 
+/// CPU seconds (user + system) this process used so far, from
+/// `/proc/self/stat`; `None` where that is not readable (not Linux).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the
+    // first, utime the 12th and stime the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // The kernel's USER_HZ, 100 on every Linux Reactor runs on.
+    Some((utime + stime) / 100.0)
+}
+
+/// Resident memory of this process in bytes, from `/proc/self/statm`.
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// CPU seconds of this process sampled over time, to read the CPU spent in
+/// a window known only afterwards.
+pub struct CpuSamples {
+    samples: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, f64)>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CpuSamples {
+    /// Samples every 20 ms until [`CpuSamples::finish`].
+    pub fn start() -> CpuSamples {
+        use std::sync::atomic::Ordering;
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (samples, stop) = (
+                std::sync::Arc::clone(&samples),
+                std::sync::Arc::clone(&stop),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(cpu) = cpu_seconds() {
+                        samples
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((std::time::Instant::now(), cpu));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        CpuSamples {
+            samples,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops sampling; the samples, in time order.
+    pub fn finish(mut self) -> Vec<(std::time::Instant, f64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// CPU seconds between `from` and `to` by the samples nearest inside.
+pub fn cpu_between(
+    samples: &[(std::time::Instant, f64)],
+    from: std::time::Instant,
+    to: std::time::Instant,
+) -> Option<(f64, Duration)> {
+    let first = samples.iter().find(|(t, _)| *t >= from)?;
+    let last = samples.iter().rev().find(|(t, _)| *t <= to)?;
+    (last.0 > first.0).then(|| (last.1 - first.1, last.0 - first.0))
+}
+
+/// The steady part of a phase: from the arrival of the `skip` share of
+/// outputs to that of the `1 - skip` share (ramp-up and the tail left out).
+/// Returns `(from, to, outputs inside)`.
+pub fn steady_window(
+    arrivals: &mut [std::time::Instant],
+    skip: f64,
+) -> Option<(std::time::Instant, std::time::Instant, usize)> {
+    arrivals.sort_unstable();
+    let n = arrivals.len();
+    let lo = ((n as f64) * skip).floor() as usize;
+    let hi = n.checked_sub(1 + lo)?;
+    let (from, to) = (*arrivals.get(lo)?, *arrivals.get(hi)?);
+    (hi > lo).then_some((from, to, hi - lo))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_steady_window_leaves_the_edges_out() {
+        let t0 = std::time::Instant::now();
+        let mut at: Vec<_> = (0..100u64).map(|i| t0 + Duration::from_millis(i)).collect();
+        let (from, to, n) = steady_window(&mut at, 0.05).unwrap();
+        assert_eq!(
+            (from - t0, to - t0, n),
+            (Duration::from_millis(5), Duration::from_millis(94), 89)
+        );
+        assert!(steady_window(&mut [t0], 0.05).is_none());
+        assert!(cpu_seconds().is_some_and(|c| c >= 0.0));
+        assert!(resident_bytes().is_some_and(|b| b > 0));
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

@@ -63,6 +63,8 @@ impl Runtime {
                 }
                 self.inbox.clear();
                 self.consumed = false;
+                self.batch_due = None;
+                self.batch_records = 0;
                 metrics::TransactionCommitted {
                     records,
                     seconds: started.elapsed().as_secs_f64(),

@@ -137,7 +137,7 @@ impl Runtime {
             topic,
             partitions,
             records,
-            parameters = self.table.len(),
+            parameters = self.table.iter().filter(|v| v.is_some()).count(),
             seconds = started.elapsed().as_secs_f64(),
             "CTL table loaded"
         );
@@ -201,14 +201,20 @@ impl Runtime {
         let Some((id, routes)) = self.router.ctl(&change.entity, &change.param) else {
             return;
         };
-        self.table.set(id, change.value);
+        if let Some(slot) = self.table.get_mut(id.index()) {
+            *slot = Some(change.value);
+        }
+        let routes = routes.to_vec();
+        if routes.iter().any(|p| self.shards.contains_key(p)) {
+            self.note_input(record.produced_at);
+        }
         let now = self.now();
         let ctx = Context {
             settings: &self.options.config.kafka,
             max_record_bytes: self.max_record_bytes,
             router: &self.router,
         };
-        for p in routes {
+        for p in &routes {
             if let Some(shard) = self.shards.get_mut(p) {
                 intake::apply_ctl(shard, &ctx, &change, &record, now);
             }

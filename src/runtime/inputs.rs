@@ -61,9 +61,11 @@ impl Runtime {
             Role::Commands
         };
         let now = self.now();
+        let record = received(m);
+        self.note_input(record.produced_at);
         let (ctx, shards, _) = self.parts();
         if let Some(shard) = shards.get_mut(&p) {
-            intake::take(shard, &ctx, role, &received(m), now);
+            intake::take(shard, &ctx, role, &record, now);
         }
         // A shard that broke an invariant is rebuilt before its next record.
         self.rebuild_broken()

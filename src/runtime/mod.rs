@@ -51,7 +51,6 @@ use tokio::sync::mpsc;
 use crate::admin::Query;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::ctl::CtlTable;
 use crate::engine::StageStats;
 use crate::kafka::{partition_for, Clients, Error, ReaderContext};
 
@@ -69,6 +68,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 /// Longest a shard restore may take.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Records (inputs taken) after which a batch is committed before its interval.
+const MAX_BATCH_RECORDS: usize = 50_000;
 /// Heartbeats per session timeout.
 const HEARTBEATS_PER_SESSION: u32 = 5;
 
@@ -114,14 +115,20 @@ pub struct Runtime {
     router: Router,
     /// The producer's `message.max.bytes`.
     max_record_bytes: usize,
-    /// The global CTL table: latest value per parameter.
-    table: CtlTable,
+    /// The global CTL table: the latest value of each parameter a task
+    /// names, by the router's parameter id.
+    table: Vec<Option<Timestamp>>,
     /// Next offset of every owned input partition, sent with every
     /// transaction (so that every transaction is fenced by the group
     /// generation: see [`restorer`]).
     offsets: BTreeMap<(String, i32), i64>,
     /// Inputs were consumed since the last commit.
     consumed: bool,
+    /// When the batch must be committed: an interval after its oldest
+    /// input was produced.
+    batch_due: Option<Timestamp>,
+    /// Inputs taken into the batch.
+    batch_records: usize,
     /// Last metrics export.
     metrics_at: Instant,
     /// CTL dead letters waiting until this instance owns their shard.
@@ -205,7 +212,7 @@ impl Runtime {
         }
         let router = Router::new(&options.config, options.partitions);
         let restorer = Restorer::spawn(clients, Arc::clone(&options.config), router.clone())?;
-        let table = router.ctl_table();
+        let table = vec![None; router.ctl_len()];
         let options_event_topics: Vec<String> = options
             .config
             .event_topics()
@@ -227,6 +234,8 @@ impl Runtime {
             table,
             offsets: BTreeMap::new(),
             consumed: false,
+            batch_due: None,
+            batch_records: 0,
             metrics_at: Instant::now(),
             waiting: ctl::Waiting::default(),
             event_topics: options_event_topics,
@@ -250,8 +259,10 @@ impl Runtime {
     /// retryable ones with a fresh runtime).
     pub fn run(mut self) -> Result<(), Error> {
         let interval = self.options.config.kafka.commit_interval.to_std();
+        // CTL changes come on another consumer, read between polls of the
+        // group: a long wait here would hold them back.
         let poll_timeout =
-            (interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
+            (interval / 20).clamp(Duration::from_millis(1), Duration::from_millis(5));
         let mut batch_started = Instant::now();
         let mut busy = false;
         let result = loop {
@@ -267,7 +278,16 @@ impl Runtime {
                 Ok(worked) => busy = worked,
                 Err(e) => break Err(e),
             }
-            if batch_started.elapsed() >= interval {
+            // A batch is committed when the interval passed since the last
+            // commit, when its oldest input was produced an interval ago
+            // (so that an input waits about one interval whenever in the
+            // cycle it came, not one interval plus its delivery), or when it
+            // grew large.
+            // Never twice within half an interval: under a backlog every
+            // input is old, and committing at each would be all overhead.
+            let age = batch_started.elapsed();
+            let due = age >= interval / 2 && self.batch_due.is_some_and(|due| self.now() >= due);
+            if due || age >= interval || self.batch_records >= MAX_BATCH_RECORDS {
                 if let Err(e) = self.commit() {
                     break Err(e);
                 }
@@ -302,6 +322,27 @@ impl Runtime {
 
     fn now(&self) -> Timestamp {
         self.options.clock.now()
+    }
+
+    /// The global CTL table: every parameter a task names, with its value.
+    fn ctl_values(&self) -> impl Iterator<Item = (&crate::ctl::ParamName, Timestamp)> + '_ {
+        (0u32..)
+            .zip(&self.table)
+            .filter_map(|(i, v)| Some((self.router.ctl_name(crate::ctl::ParamId(i)), (*v)?)))
+    }
+
+    /// Notes an input taken into the batch, produced at `produced_at`: the
+    /// batch is due an interval after its oldest input was produced (never
+    /// later than an interval from now, whatever the producer's clock says).
+    fn note_input(&mut self, produced_at: Option<Timestamp>) {
+        self.batch_records += 1;
+        let now = self.now();
+        let interval = self.options.config.kafka.commit_interval.to_std();
+        let Ok(interval) = jiff::SignedDuration::try_from(interval) else {
+            return;
+        };
+        let due = crate::run::add(produced_at.unwrap_or(now).min(now), interval);
+        self.batch_due = Some(self.batch_due.map_or(due, |d| d.min(due)));
     }
 
     /// Fails with the stop asked for, if any: for the waits of start and

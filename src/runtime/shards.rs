@@ -206,11 +206,7 @@ impl Runtime {
                 }
             };
             shard.changelog_end = Some(r.changelog_end);
-            shard.load_ctl(
-                self.table
-                    .iter()
-                    .filter_map(|(_, name, value)| Some((name, value?))),
-            );
+            shard.load_ctl(self.ctl_values());
             let now = self.now();
             let (ctx, shards, _) = self.parts();
             shard.start(&ctx, now).map_err(|e| Error::Topic {
@@ -318,9 +314,7 @@ impl Runtime {
             &self.router,
             p,
             records,
-            self.table
-                .iter()
-                .filter_map(|(_, name, value)| Some((name, value?))),
+            self.ctl_values(),
         )
         .map_err(|e| Error::Topic {
             topic: topic.clone(),
