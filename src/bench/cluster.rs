@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -258,14 +259,23 @@ pub struct Sent {
 /// How inputs are produced.
 #[derive(Debug, Clone, Copy)]
 pub enum Pace {
-    /// As fast as the producer takes them (throughput).
+    /// As fast as the producer takes them, at most [`MAX_AHEAD`] inputs
+    /// ahead of the outputs read (throughput).
     Burst,
     /// At this many records per second (latency).
     Rate(f64),
 }
 
+/// Most inputs a burst produces ahead of the outputs read. A system is
+/// saturated long before (a commit interval of inputs is a few thousand),
+/// and an unbounded lead would outrun what a broker keeps: the mock
+/// cluster drops a partition's oldest records past 100,000 or 5 MB, and a
+/// backlog that large would measure the broker's retention, not Reactor.
+pub const MAX_AHEAD: usize = 40_000;
+
 /// Produces the inputs `range` to `topic` on a thread of its own; the
-/// thread returns when each was sent and flushed.
+/// thread returns when each was sent and flushed. A burst waits while it is
+/// [`MAX_AHEAD`] inputs ahead of `completed` (the outputs read, when given).
 pub fn produce(
     producer: Arc<ThreadedProducer<DefaultProducerContext>>,
     inputs: Arc<Inputs>,
@@ -273,18 +283,29 @@ pub fn produce(
     range: Range<usize>,
     pace: Pace,
     timeout: Duration,
+    completed: Option<Arc<AtomicUsize>>,
 ) -> JoinHandle<Result<Vec<Sent>, Error>> {
     std::thread::spawn(move || {
         let mut sent = Vec::with_capacity(range.len());
         let started = Instant::now();
         let deadline = started + timeout;
         for (n, i) in range.clone().enumerate() {
-            if let Pace::Rate(rate) = pace {
-                let due = started + Duration::from_secs_f64(n as f64 / rate);
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
+            match (pace, &completed) {
+                (Pace::Rate(rate), _) => {
+                    let due = started + Duration::from_secs_f64(n as f64 / rate);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
                 }
+                (Pace::Burst, Some(completed)) => {
+                    while n >= completed.load(Ordering::Relaxed) + MAX_AHEAD
+                        && Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+                (Pace::Burst, None) => {}
             }
             let (key, value) = &inputs.records[i];
             let at = Instant::now();
@@ -359,11 +380,13 @@ impl Reader {
     /// Reads until an output completing every index in `expected` was seen,
     /// or fails after `timeout`. `index_of` maps an output record to the
     /// input it completes.
+    /// `completed` counts the indices seen so far.
     pub fn collect(
         &self,
         expected: Range<usize>,
         timeout: Duration,
         index_of: &IndexOf<'_>,
+        completed: &AtomicUsize,
     ) -> Result<Collected, Error> {
         let deadline = Instant::now() + timeout;
         let mut done = vec![false; expected.len()];
@@ -403,6 +426,7 @@ impl Reader {
             {
                 Some(k) if !done[k] => {
                     done[k] = true;
+                    completed.fetch_add(1, Ordering::Relaxed);
                     out.seen.push(Seen {
                         index,
                         at,

@@ -160,6 +160,7 @@ pub(super) fn measure(
         0..n,
         Pace::Rate(rate),
         total + plan.timeout,
+        None,
     );
 
     std::thread::sleep(BEFORE);
