@@ -276,6 +276,22 @@ impl Outputs {
         }
     }
 
+    /// Settles (see [`Outputs::settle`]) and asserts that each of `sent`
+    /// offers was seen exactly once; `context` is added to a failure.
+    fn assert_each_once(self, sent: usize, context: &str) {
+        let (lost, duplicated) = self.settle(sent);
+        assert!(
+            lost.is_empty(),
+            "{} of {sent} lost: {:?} {context}",
+            lost.len(),
+            &lost[..lost.len().min(10)]
+        );
+        assert!(
+            duplicated.is_empty(),
+            "seen twice: {duplicated:?} {context}"
+        );
+    }
+
     /// Waits until an output of each of `sent` offers was seen (or the
     /// timeout), reads on a little for late duplicates, and returns
     /// `(lost, duplicated)`.
@@ -429,14 +445,7 @@ fn a_killed_instance_restarted_with_its_id_takes_its_shards_back_alone() {
         revoked_after, revoked_before,
         "the instances that kept running gave up no shard"
     );
-    let (lost, duplicated) = outputs.settle(sent);
-    assert!(
-        lost.is_empty(),
-        "{} of {sent} lost: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(10)]
-    );
-    assert!(duplicated.is_empty(), "seen twice: {duplicated:?}");
+    outputs.assert_each_once(sent, "");
 }
 
 #[test]
@@ -456,14 +465,7 @@ fn a_killed_instance_that_never_returns_has_its_shards_moved() {
     );
     std::thread::sleep(Duration::from_secs(2));
     let sent = load.stop();
-    let (lost, duplicated) = outputs.settle(sent);
-    assert!(
-        lost.is_empty(),
-        "{} of {sent} lost: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(10)]
-    );
-    assert!(duplicated.is_empty(), "seen twice: {duplicated:?}");
+    outputs.assert_each_once(sent, "");
 }
 
 #[test]
@@ -484,16 +486,11 @@ fn a_paused_instance_whose_shards_moved_is_fenced() {
     std::thread::sleep(Duration::from_secs(2));
     let sent = load.stop();
     eprintln!("--- the zombie's log:\n{}", group.procs[0].log_tail());
-    let (lost, duplicated) = outputs.settle(sent);
-    assert!(
-        lost.is_empty(),
-        "{} of {sent} lost: {:?}",
-        lost.len(),
-        &lost[..lost.len().min(10)]
-    );
-    assert!(
-        duplicated.is_empty(),
-        "seen twice (the zombie was not fenced): {duplicated:?}\n{}",
-        group.procs[0].log_tail()
+    outputs.assert_each_once(
+        sent,
+        &format!(
+            "(the zombie was not fenced?)\n{}",
+            group.procs[0].log_tail()
+        ),
     );
 }

@@ -114,6 +114,7 @@ pub(super) fn measure(
         burst,
         throughput,
         steady,
+        ..
     } = measured?;
     tracing::info!(records = relayed?, "baseline loop stopped");
 

@@ -92,8 +92,6 @@ pub(super) struct Launched {
     pub instance: Instance,
     /// Its topics (fresh names).
     pub topics: Topics,
-    /// Its stages' run topics.
-    pub stage_topics: Vec<String>,
     /// When the setup started (topic creation, start, group join).
     pub setup_started: Instant,
 }
@@ -198,11 +196,6 @@ pub(super) fn launch(
     let setup_started = Instant::now();
     let config = prepare(cluster, config, plan, exactly_once, system)?;
     let t = config.kafka.topics.clone();
-    let stage_topics: Vec<String> = config
-        .stage_topics()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
     tracing::info!(
         system,
         tasks = config.tasks.len(),
@@ -214,7 +207,6 @@ pub(super) fn launch(
     Ok(Launched {
         instance,
         topics: t,
-        stage_topics,
         setup_started,
     })
 }
@@ -264,6 +256,7 @@ pub(super) fn measure(
         burst,
         throughput,
         steady,
+        ..
     } = burst_then_steady(
         system,
         &producer,

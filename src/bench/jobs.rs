@@ -23,10 +23,9 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::Message;
 
 use super::cluster::{Cluster, Inputs};
-use super::instance::{self, Launched};
 use super::report::JobsMeasurement;
 use super::stats::Summary;
-use super::worker::{self, Answer, Workers};
+use super::worker::{self, Answer};
 use super::{Error, Plan};
 use crate::action::{Event, StepRunCommand, Subject};
 use crate::codec::{self, Format};
@@ -136,16 +135,7 @@ pub(super) fn measure(
     jobs: &JobsPlan,
     inputs: &Arc<Inputs>,
 ) -> Result<JobsMeasurement, Error> {
-    let system = "jobs";
     let config = config(&super::prefix("job"))?;
-    let job_topics: Vec<String> = config
-        .job_topics()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let launched = instance::launch(cluster, config, plan, true, system)?;
-    let total = plan.changes + plan.latency_changes;
-    let workers = Workers::start(cluster, &launched, &job_topics, reply, total, plan)?;
     let events_read = AtomicU64::new(0);
     let index_of = |m: &BorrowedMessage<'_>| {
         let (event, _) = codec::decode_event(m.payload().unwrap_or_default())
@@ -153,30 +143,22 @@ pub(super) fn measure(
         events_read.fetch_add(1, Ordering::Relaxed);
         Ok(completes(&event).map(|index| (index, None)))
     };
-    let measured = worker::phases(
-        system,
+    let a = worker::measure(
+        "jobs",
         cluster,
-        &launched,
+        config,
         plan,
         inputs,
-        &launched.topics.commands,
-        &launched.topics.events,
+        (|t| &t.commands, |t| &t.events),
+        reply,
         jobs.latency_rate,
         &index_of,
-    );
-    let (first_run, answered) = (
-        Arc::clone(&workers.first_run),
-        Arc::clone(&workers.answered),
-    );
-    let stopped = workers.stop(plan.timeout);
-    let Launched { instance, .. } = launched;
-    let m = measured?;
-    let worker_busy = stopped?;
-    instance.stop(plan.timeout)?;
+    )?;
+    let m = &a.phases;
     let events = events_read.load(Ordering::Relaxed);
     // Per chain: the launch and a result per step in, a run per step and
     // the instance's events out (counted, not assumed).
-    let events_per_chain = events as f64 / total.max(1) as f64;
+    let events_per_chain = events as f64 / (plan.changes + plan.latency_changes).max(1) as f64;
     let per_chain = 2.0 * STEPS.len() as f64 + 1.0 + events_per_chain;
     Ok(JobsMeasurement {
         steps: STEPS.len(),
@@ -194,17 +176,17 @@ pub(super) fn measure(
         first_run: m
             .steady
             .as_ref()
-            .and_then(|s| Summary::of(first_run.latencies(plan.latency_range().start, &s.sent))),
+            .and_then(|s| Summary::of(a.first_run.latencies(plan.latency_range().start, &s.sent))),
         done: m
             .steady
             .as_ref()
             .and_then(|s| Summary::of(s.latencies.clone())),
-        step_runs: answered.load(Ordering::Relaxed),
-        worker_busy,
+        step_runs: a.runs,
+        worker_busy: a.worker_busy,
         events,
         events_per_chain,
         duplicates: m.burst.duplicates + m.steady.as_ref().map_or(0, |s| s.duplicates),
-        setup: m.setup,
+        setup: a.setup,
     })
 }
 

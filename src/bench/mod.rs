@@ -693,8 +693,13 @@ fn phase(
 /// What one system measured: the burst, its throughput, the paced phase.
 struct Phases {
     burst: Phase,
+    /// Inputs completed per second over the burst's steady window.
     throughput: f64,
+    /// The rate of the paced phase.
+    rate: f64,
     steady: Option<Phase>,
+    /// Resident memory the burst added, in bytes.
+    memory_added: Option<u64>,
 }
 
 /// Runs a system's two phases: a burst for throughput, then (when latency
@@ -723,7 +728,11 @@ fn burst_then_steady(
             index_of,
         )
     };
+    let before = stats::resident_bytes();
     let burst = run(plan.throughput_range(), cluster::Pace::Burst)?;
+    let memory_added = before
+        .zip(stats::resident_bytes())
+        .map(|(b, a)| a.saturating_sub(b));
     let throughput = stats::per_second(burst.window_outputs, burst.window);
     tracing::info!(
         system,
@@ -741,7 +750,9 @@ fn burst_then_steady(
     Ok(Phases {
         burst,
         throughput,
+        rate,
         steady,
+        memory_added,
     })
 }
 

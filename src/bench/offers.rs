@@ -25,10 +25,9 @@ use rdkafka::Message;
 use serde_json::json;
 
 use super::cluster::{Cluster, Inputs};
-use super::instance::{self, Launched};
 use super::report::OffersMeasurement;
 use super::stats::Summary;
-use super::worker::{self, Answer, Marks, Workers};
+use super::worker::{self, Answer, Marks};
 use super::{Error, Plan};
 use crate::action::StageRunCommand;
 use crate::codec::{self, Format};
@@ -161,22 +160,10 @@ pub(super) fn measure(
     offers: &OffersPlan,
     inputs: &Arc<Inputs>,
 ) -> Result<OffersMeasurement, Error> {
-    let system = "offers";
-    let stage_prefix = super::prefix("stage");
-    let config = config(offers.stages, &stage_prefix)?;
-    let launched = instance::launch(cluster, config, plan, true, system)?;
-    let total = plan.changes + plan.latency_changes;
-    let workers = Workers::start(
-        cluster,
-        &launched,
-        &launched.stage_topics,
-        reply,
-        total,
-        plan,
-    )?;
-    let committed = Marks::new(total);
-    let states_read = AtomicU64::new(0);
     let stages = offers.stages;
+    let config = config(stages, &super::prefix("stage"))?;
+    let committed = Marks::new(plan.changes + plan.latency_changes);
+    let states_read = AtomicU64::new(0);
     let index_of = |m: &BorrowedMessage<'_>| {
         let (state, _) = codec::decode_offer_state(m.payload().unwrap_or_default())
             .map_err(|e| format!("not an offer state: {e}"))?;
@@ -188,26 +175,18 @@ pub(super) fn measure(
         }
         Ok((state.states.len() >= stages).then_some((index, None)))
     };
-    let measured = worker::phases(
-        system,
+    let a = worker::measure(
+        "offers",
         cluster,
-        &launched,
+        config,
         plan,
         inputs,
-        &launched.topics.offers,
-        &launched.topics.offer_state,
+        (|t| &t.offers, |t| &t.offer_state),
+        reply,
         offers.latency_rate,
         &index_of,
-    );
-    let (first_run, answered) = (
-        Arc::clone(&workers.first_run),
-        Arc::clone(&workers.answered),
-    );
-    let stopped = workers.stop(plan.timeout);
-    let Launched { instance, .. } = launched;
-    let m = measured?;
-    let worker_busy = stopped?;
-    instance.stop(plan.timeout)?;
+    )?;
+    let m = &a.phases;
     // Per change: the change and one result per stage in, one run per stage
     // and one offer state more than stages out.
     let per_change = (3 * stages + 2) as f64;
@@ -236,16 +215,16 @@ pub(super) fn measure(
             )
         }),
         committed: latency(&committed),
-        first_run: latency(&first_run),
+        first_run: latency(&a.first_run),
         done: m
             .steady
             .as_ref()
             .and_then(|s| Summary::of(s.latencies.clone())),
-        stage_runs: answered.load(Ordering::Relaxed),
-        worker_busy,
+        stage_runs: a.runs,
+        worker_busy: a.worker_busy,
         offer_states: states_read.load(Ordering::Relaxed),
         duplicates: m.burst.duplicates + m.steady.as_ref().map_or(0, |s| s.duplicates),
-        setup: m.setup,
+        setup: a.setup,
     })
 }
 

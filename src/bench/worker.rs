@@ -15,10 +15,10 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
-use super::cluster::{Cluster, IndexOf, Inputs, Pace, Sent};
-use super::instance::Launched;
-use super::stats;
-use super::{auto_rate, join_within, phase, Error, Phase, Plan};
+use super::cluster::{Cluster, IndexOf, Inputs, Sent};
+use super::instance::{self, Launched};
+use super::{burst_then_steady, join_within, Error, Phases, Plan};
+use crate::config::{Config, Topics};
 
 /// First time something happened to each input, settable from any thread
 /// (the first mark wins).
@@ -226,82 +226,86 @@ impl Drop for Workers {
     }
 }
 
-/// What the two phases of an answered workload measured.
+/// Picks one of an instance's topics.
+pub(super) type TopicOf = fn(&Topics) -> &String;
+
+/// What an answered workload measured.
 pub(super) struct Answered {
     /// Topic creation, start, group join until ready.
     pub setup: Duration,
-    /// The burst.
-    pub burst: Phase,
-    /// Inputs completed per second over the burst's steady window.
-    pub throughput: f64,
-    /// The rate of the paced phase.
-    pub rate: f64,
-    /// The paced phase, when planned.
-    pub steady: Option<Phase>,
-    /// Resident memory added by the burst, in bytes.
-    pub memory_added: Option<u64>,
+    /// The two phases.
+    pub phases: Phases,
+    /// When each input's first run reached a worker.
+    pub first_run: Arc<Marks>,
+    /// Runs the workers answered, both phases.
+    pub runs: u64,
+    /// The longest time one worker spent answering (not waiting for runs).
+    pub worker_busy: Duration,
 }
 
-/// Runs the burst and (when planned) the paced phase of an answered
-/// workload: `inputs` produced to `input_topic`, completions read from
-/// `output_topic` by `index_of`; `latency_rate` `None` derives the paced
-/// rate from the burst.
+/// Measures an answered workload with exactly-once on: starts Reactor on
+/// `config` and a worker per run topic of its stages and jobs answering
+/// with `answering`, runs the burst and (when planned) the paced phase of
+/// `inputs` produced to the `input` topic with completions read from the
+/// `output` topic by `index_of`, and stops them all whatever happened.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn phases(
+pub(super) fn measure(
     system: &str,
     cluster: &Cluster,
-    launched: &Launched,
+    config: Config,
     plan: &Plan,
     inputs: &Arc<Inputs>,
-    input_topic: &str,
-    output_topic: &str,
+    topics: (TopicOf, TopicOf),
+    answering: Answering,
     latency_rate: Option<f64>,
     index_of: &IndexOf<'_>,
 ) -> Result<Answered, Error> {
-    let producer = Arc::new(cluster.producer()?);
-    let reader = cluster.reader(output_topic)?;
-    let setup = launched.setup_started.elapsed();
-    tracing::info!(
-        system,
-        seconds = setup.as_secs_f64(),
-        "Reactor ready; throughput phase"
-    );
-    let run = |range, pace| {
-        phase(
+    let run_topics: Vec<String> = config
+        .stage_topics()
+        .into_iter()
+        .chain(config.job_topics())
+        .map(str::to_string)
+        .collect();
+    let launched = instance::launch(cluster, config, plan, true, system)?;
+    let total = plan.changes + plan.latency_changes;
+    let workers = Workers::start(cluster, &launched, &run_topics, answering, total, plan)?;
+    let (input, output) = (topics.0(&launched.topics), topics.1(&launched.topics));
+    let measured = (|| {
+        let producer = Arc::new(cluster.producer()?);
+        let reader = cluster.reader(output)?;
+        let setup = launched.setup_started.elapsed();
+        tracing::info!(
+            system,
+            seconds = setup.as_secs_f64(),
+            "Reactor ready; throughput phase"
+        );
+        let phases = burst_then_steady(
+            system,
             &producer,
             inputs,
-            input_topic,
+            input,
             &reader,
-            range,
-            pace,
-            plan.timeout,
+            plan,
+            latency_rate,
             index_of,
-        )
-    };
-    let before = stats::resident_bytes();
-    let burst = run(plan.throughput_range(), Pace::Burst)?;
-    let after = stats::resident_bytes();
-    let throughput = stats::per_second(burst.window_outputs, burst.window);
-    tracing::info!(
-        system,
-        throughput,
-        seconds = burst.elapsed.as_secs_f64(),
-        "throughput phase done"
+        )?;
+        Ok((setup, phases))
+    })();
+    let (first_run, runs) = (
+        Arc::clone(&workers.first_run),
+        Arc::clone(&workers.answered),
     );
-    let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
-    let steady = if plan.latency_changes > 0 {
-        tracing::info!(system, rate, "latency phase");
-        Some(run(plan.latency_range(), Pace::Rate(rate))?)
-    } else {
-        None
-    };
+    let stopped = workers.stop(plan.timeout);
+    let Launched { instance, .. } = launched;
+    let (setup, phases) = measured?;
+    let worker_busy = stopped?;
+    instance.stop(plan.timeout)?;
     Ok(Answered {
         setup,
-        burst,
-        throughput,
-        rate,
-        steady,
-        memory_added: before.zip(after).map(|(b, a)| a.saturating_sub(b)),
+        phases,
+        first_run,
+        runs: runs.load(Ordering::Relaxed),
+        worker_busy,
     })
 }
 
