@@ -40,6 +40,10 @@ impl Runtime {
         let records: usize =
             self.shards.values().map(|s| s.pending.len()).sum::<usize>() + self.inbox.pending.len();
         if records == 0 && !self.consumed {
+            // Inputs that decided nothing (a CTL change no owned task
+            // fired on) leave no batch to hurry.
+            self.batch_due = None;
+            self.batch_records = 0;
             self.export_metrics();
             return Ok(());
         }
