@@ -91,7 +91,7 @@ impl Processes {
         let def = self.def(p)?.clone();
         let exists = self.record(p, key).is_some();
         if launch.reset {
-            if let Some(record) = self.keys.get_mut(&(p, key.to_string())) {
+            if let Some(record) = self.keys.get_mut(p, key) {
                 if record.goal {
                     record.goal = false;
                     self.mark(p, key);
@@ -214,7 +214,7 @@ impl Processes {
             })
             .collect();
         let n = self.next_instance(p)?;
-        let record = self.keys.entry((p, key.to_string())).or_default();
+        let record = self.keys.entry(p, key);
         record.active = Some(InstanceRecord {
             n,
             params: launch.params,
@@ -260,7 +260,7 @@ impl Processes {
     /// rules starts; refused ones are reported and dropped.
     pub(super) fn start_waiting(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
         loop {
-            let Some(record) = self.keys.get_mut(&(p, key.to_string())) else {
+            let Some(record) = self.keys.get_mut(p, key) else {
                 return Ok(());
             };
             if record.active.is_some() || record.waiting.is_empty() {
@@ -326,7 +326,7 @@ impl Processes {
             });
             return Ok(());
         };
-        if let Some(record) = self.keys.get_mut(&(p, key.to_string())) {
+        if let Some(record) = self.keys.get_mut(p, key) {
             if record.goal {
                 record.goal = false;
                 self.mark(p, key);

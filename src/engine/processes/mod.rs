@@ -12,6 +12,7 @@
 //!   [`KeyRecord`] at the end of the step; queues, running counts and timers
 //!   are derived from the records on restore.
 
+mod keys;
 pub(super) mod launch;
 mod ops;
 mod record;
@@ -22,7 +23,7 @@ mod view;
 #[cfg(test)]
 mod prop;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use jiff::Timestamp;
 
@@ -131,7 +132,7 @@ pub(super) struct Processes {
     procs: Vec<ProcDef>,
     proc_by_name: HashMap<String, u16>,
     /// `(process, key)` → the key's record.
-    keys: BTreeMap<(u16, String), KeyRecord>,
+    keys: keys::KeyMap,
     timers: Timers<ProcTimer>,
     /// Schedule runs in progress, per process.
     schedules: Vec<Option<ScheduleRecord>>,
@@ -231,7 +232,7 @@ impl Processes {
             job_by_name,
             procs,
             proc_by_name,
-            keys: BTreeMap::new(),
+            keys: keys::KeyMap::default(),
             timers: Timers::default(),
             schedules: vec![None; n],
             counters: vec![0; n],
@@ -297,12 +298,12 @@ impl Processes {
     }
 
     fn record(&self, p: u16, key: &str) -> Option<&KeyRecord> {
-        self.keys.get(&(p, key.to_string()))
+        self.keys.get(p, key)
     }
 
     fn record_mut(&mut self, p: u16, key: &str) -> Result<&mut KeyRecord, Error> {
         self.keys
-            .get_mut(&(p, key.to_string()))
+            .get_mut(p, key)
             .ok_or_else(|| bug(format!("no record of process #{p} key `{key}`")))
     }
 
@@ -370,7 +371,7 @@ impl Processes {
                         })
                 });
                 if buried {
-                    self.keys.remove(&(p, key.clone()));
+                    self.keys.remove(p, &key);
                     self.dirty.insert((p, key));
                 }
                 Ok(())
@@ -475,8 +476,8 @@ impl Processes {
     pub(super) fn snapshot(&self) -> Vec<ChangelogRecord> {
         let mut records: Vec<ChangelogRecord> = self
             .keys
-            .keys()
-            .filter_map(|(p, key)| self.key_record(*p, key).ok())
+            .iter()
+            .filter_map(|(p, key, _)| self.key_record(p, key).ok())
             .collect();
         for (p, s) in self.schedules.iter().enumerate() {
             if s.is_some() {

@@ -87,20 +87,20 @@ impl Processes {
             None => None,
         };
         let from = match after.and_then(|(name, key)| Some((self.proc_index(name)?, key))) {
-            Some((p, key)) => Bound::Excluded((p, key.to_string())),
+            Some((p, key)) => Bound::Excluded((p, key)),
             None => match only {
-                Some(p) => Bound::Included((p, String::new())),
+                Some(p) => Bound::Included((p, "")),
                 None => Bound::Unbounded,
             },
         };
-        for ((p, key), record) in self.keys.range((from, Bound::Unbounded)) {
-            if only.is_some_and(|o| o != *p) {
-                if only.is_some_and(|o| o < *p) {
+        for (p, key, record) in self.keys.from(from) {
+            if only.is_some_and(|o| o != p) {
+                if only.is_some_and(|o| o < p) {
                     break;
                 }
                 continue;
             }
-            let Some(def) = self.procs.get(*p as usize) else {
+            let Some(def) = self.procs.get(p as usize) else {
                 continue;
             };
             let item = match (&record.active, &record.last) {

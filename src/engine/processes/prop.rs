@@ -184,9 +184,9 @@ proptest! {
         let processes = &straight_sim.engine().processes;
         // Each job's running count is what the instances say, within its share.
         let mut running = vec![0u32; processes.jobs.len()];
-        for ((p, key), record) in &processes.keys {
+        for (p, key, record) in processes.keys.iter() {
             let Some(inst) = &record.active else { continue };
-            let j = processes.current_job(*p, key).unwrap() as usize;
+            let j = processes.current_job(p, key).unwrap() as usize;
             prop_assert_eq!(inst.slot.phase == Phase::Running, inst.slot.run.is_some(), "{}/{}", p, key);
             prop_assert_eq!(inst.slot.phase == Phase::Queued, inst.queued.is_some(), "{}/{}", p, key);
             if inst.slot.phase == Phase::Running {

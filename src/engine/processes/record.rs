@@ -40,10 +40,10 @@ impl Processes {
                     record.active = None;
                     self.dirty.insert((p, key.to_string()));
                 }
-                self.keys.insert((p, key.to_string()), record);
+                self.keys.insert(p, key, record);
             }
             None => {
-                self.keys.remove(&(p, key.to_string()));
+                self.keys.remove(p, key);
             }
         }
     }

@@ -106,7 +106,7 @@ impl Processes {
     ) -> Result<(&'a mut crate::process::InstanceRecord, StepAlarms<'a>), Error> {
         let inst = self
             .keys
-            .get_mut(&(p, key.to_string()))
+            .get_mut(p, key)
             .and_then(|r| r.active.as_mut())
             .ok_or_else(|| bug(format!("process #{p} key `{key}` has no active instance")))?;
         let alarms = StepAlarms {
@@ -425,11 +425,7 @@ impl Processes {
         at: Timestamp,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let Some(inst) = self
-            .keys
-            .get_mut(&(p, key.to_string()))
-            .and_then(|r| r.active.as_mut())
-        else {
+        let Some(inst) = self.keys.get_mut(p, key).and_then(|r| r.active.as_mut()) else {
             return Ok(());
         };
         if !inst.slot.woke(at) {
@@ -659,7 +655,7 @@ impl Processes {
             job.running = 0;
         }
         self.timers = Default::default();
-        let keys: Vec<(u16, String)> = self.keys.keys().cloned().collect();
+        let keys: Vec<(u16, String)> = self.keys.iter().map(|(p, k, _)| (p, k.clone())).collect();
         for (p, key) in keys {
             let def = self.def(p)?.clone();
             let Some(record) = self.record(p, &key) else {

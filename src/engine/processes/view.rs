@@ -84,9 +84,9 @@ impl Processes {
     /// Active instances per process (for metrics).
     pub(in crate::engine) fn active_counts(&self) -> Vec<(String, usize)> {
         let mut counts = vec![0usize; self.procs.len()];
-        for ((p, _), record) in &self.keys {
+        for (p, _, record) in self.keys.iter() {
             if record.active.is_some() {
-                if let Some(c) = counts.get_mut(*p as usize) {
+                if let Some(c) = counts.get_mut(p as usize) {
                     *c += 1;
                 }
             }
