@@ -315,6 +315,18 @@ impl Report {
     }
 }
 
+/// A workload's paced phase: `n` further `inputs` at `rate` (derived from
+/// the `workload`'s throughput when `auto`), or skipped.
+fn paced(rate: Option<f64>, n: usize, auto: bool, inputs: &str, workload: &str) -> String {
+    match rate {
+        Some(rate) if auto => format!(
+            "{n} further {inputs} at {rate:.0}/s (half the {workload} throughput, at most 2000/s)"
+        ),
+        Some(rate) => format!("{n} further {inputs} at {rate:.0}/s"),
+        None => "skipped".into(),
+    }
+}
+
 /// Milliseconds with one decimal.
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
@@ -362,18 +374,7 @@ impl fmt::Display for Report {
                  each; latency phase: {}",
                 o.changes,
                 o.stages,
-                match o.latency_rate {
-                    Some(rate) => format!(
-                        "{} further changes at {rate:.0}/s{}",
-                        o.latency_changes,
-                        if o.latency_rate_auto {
-                            " (half the offers throughput, at most 2000/s)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => "skipped".into(),
-                }
+                paced(o.latency_rate, o.latency_changes, o.latency_rate_auto, "changes", "offers"),
             )?;
         }
         if let Some(j) = &self.jobs {
@@ -383,18 +384,7 @@ impl fmt::Display for Report {
                  latency phase: {}",
                 j.chains,
                 j.steps,
-                match j.latency_rate {
-                    Some(rate) => format!(
-                        "{} further launches at {rate:.0}/s{}",
-                        j.latency_chains,
-                        if j.latency_rate_auto {
-                            " (half the jobs throughput, at most 2000/s)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => "skipped".into(),
-                }
+                paced(j.latency_rate, j.latency_chains, j.latency_rate_auto, "launches", "jobs"),
             )?;
         }
         writeln!(f)?;
