@@ -127,6 +127,7 @@ async fn worker_replies_to_where_reactor_looks_and_commits_after_delivery() {
         .topics([runs.as_str()])
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "1000")
+        .set("auto.commit.interval.ms", "200")
         .task("orders_daily", |run| async move {
             assert_eq!(run.snapshot.len(), 1);
             Ok(())
@@ -205,37 +206,54 @@ async fn worker_replies_to_where_reactor_looks_and_commits_after_delivery() {
         json!({"run_id": "price/o1#3", "pass": "9", "reply_key": "o1", "status": "RUN_STATUS_FAILED", "error": "model down", "version": "4"})
     );
 
-    stop.send(()).unwrap();
-    running.await.unwrap().expect("the worker ran");
-
-    // Every command's offset is committed, the skipped ones too.
-    let probe: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .set("group.id", &group)
-        .create()
-        .expect("probe");
-    let mut tpl = TopicPartitionList::new();
-    for partition in 0..PARTITIONS {
-        tpl.add_partition(&runs, partition);
-    }
-    let committed = probe
-        .committed_offsets(tpl, Duration::from_secs(15))
-        .expect("committed offsets");
+    // Every command's offset is committed, the skipped ones too. The
+    // replies can arrive before the worker reaches the last skipped command,
+    // so wait for the commits while it runs, then check again once it stopped.
     let mut per_partition = BTreeMap::new();
     for (key, _) in &records {
         *per_partition
             .entry(reactor::kafka::partition_for(key.as_bytes(), PARTITIONS))
             .or_insert(0i64) += 1;
     }
-    for e in committed.elements() {
-        let expected = per_partition.get(&e.partition()).copied();
-        match expected {
-            Some(n) => assert_eq!(e.offset(), Offset::Offset(n), "partition {}", e.partition()),
-            None => assert!(
-                !matches!(e.offset(), Offset::Offset(o) if o > 0),
-                "partition {}",
-                e.partition()
-            ),
+    let probe: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", &group)
+        .create()
+        .expect("probe");
+    let committed = || {
+        let mut tpl = TopicPartitionList::new();
+        for partition in 0..PARTITIONS {
+            tpl.add_partition(&runs, partition);
         }
+        let committed = probe
+            .committed_offsets(tpl, Duration::from_secs(15))
+            .expect("committed offsets");
+        (0..PARTITIONS)
+            .map(|partition| {
+                let offset = committed
+                    .find_partition(&runs, partition)
+                    .map(|e| e.offset());
+                match offset {
+                    Some(Offset::Offset(o)) => (partition, o),
+                    _ => (partition, 0),
+                }
+            })
+            .collect::<BTreeMap<i32, i64>>()
+    };
+    let expected: BTreeMap<i32, i64> = (0..PARTITIONS)
+        .map(|partition| {
+            (
+                partition,
+                per_partition.get(&partition).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    let until = std::time::Instant::now() + WAIT;
+    while committed() != expected && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    stop.send(()).unwrap();
+    running.await.unwrap().expect("the worker ran");
+    assert_eq!(committed(), expected, "committed offset per partition");
 }
