@@ -27,15 +27,6 @@ pub struct Inbox {
     pub(super) dead: Vec<DeadNote>,
 }
 
-impl Inbox {
-    /// Forgets what was decided (after a commit, or a revocation: the next
-    /// owner of the partitions redoes it).
-    pub(super) fn clear(&mut self) {
-        self.pending.clear();
-        self.dead.clear();
-    }
-}
-
 impl Runtime {
     /// Whether `topic` is a topic some process launches on.
     pub(super) fn is_event_topic(&self, topic: &str) -> bool {

@@ -25,6 +25,7 @@
 
 pub mod backoff;
 mod commit;
+mod committer;
 mod context;
 mod ctl;
 pub mod dead;
@@ -100,7 +101,11 @@ pub struct Runtime {
     options: Options,
     group: BaseConsumer<GroupContext>,
     ctl: BaseConsumer<ReaderContext>,
-    producer: ThreadedProducer<DeliveryContext>,
+    producer: committer::SharedProducer,
+    /// Makes each batch durable while the next one is decided.
+    committer: committer::Committer,
+    /// The batch the committer has.
+    in_flight: commit::InFlight,
     shards: BTreeMap<i32, Shard>,
     /// Shards the group assigned that are being restored.
     restoring: BTreeSet<i32>,
@@ -144,6 +149,12 @@ impl Drop for Runtime {
         // Before the group consumer closes, which waits for its partitions
         // to be given up.
         self.group.context().close();
+        // A rebalance this runtime took but did not complete (it failed
+        // meanwhile, e.g. its session was lost during a commit) waits for
+        // an assignment call, and so would closing: give everything up.
+        if let Ok(assignment) = self.group.assignment() {
+            let _ = self.group.incremental_unassign(&assignment);
+        }
     }
 }
 
@@ -210,6 +221,12 @@ impl Runtime {
                 .init_transactions(CALL_TIMEOUT)
                 .map_err(|e| Error::client("initialising transactions", e))?;
         }
+        let producer = Arc::new(producer);
+        let committer = committer::Committer::spawn(
+            Arc::clone(&producer),
+            k.exactly_once,
+            options.stop.clone(),
+        )?;
         let router = Router::new(&options.config, options.partitions);
         let restorer = Restorer::spawn(clients, Arc::clone(&options.config), router.clone())?;
         let table = vec![None; router.ctl_len()];
@@ -224,6 +241,8 @@ impl Runtime {
             group,
             ctl,
             producer,
+            committer,
+            in_flight: commit::InFlight::default(),
             shards: BTreeMap::new(),
             restoring: BTreeSet::new(),
             kept: BTreeMap::new(),
@@ -269,7 +288,7 @@ impl Runtime {
             match self.options.stop.requested() {
                 // As a killed process: nothing more is sent, nothing committed.
                 Some(StopKind::Crash) => return Err(Error::Crashed),
-                Some(StopKind::Shutdown) => break self.commit(),
+                Some(StopKind::Shutdown) => break self.commit_and_settle(),
                 None => {}
             }
             // Wait for group inputs only when the last pass found nothing to do.
@@ -295,7 +314,9 @@ impl Runtime {
             }
         };
         if result.is_err() && self.options.config.kafka.exactly_once {
-            // Whatever was in flight must not become visible.
+            // Whatever was in flight must not become visible: the
+            // committer's transaction ends first (it aborts a failed one).
+            let _ = self.committer.wait();
             let _ = self.producer.abort_transaction(CALL_TIMEOUT);
         }
         // No leaving the group, even on a clean stop: as a static member

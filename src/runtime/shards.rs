@@ -106,7 +106,7 @@ impl Runtime {
         // What every shard decided so far is committed before anything is
         // given up: a kept engine is then its committed state, and the next
         // owner starts where this one stopped.
-        self.commit()?;
+        self.commit_and_settle()?;
         let mut give_up = TopicPartitionList::new();
         let mut shards = Vec::new();
         for (topic, p) in partitions {
@@ -272,6 +272,9 @@ impl Runtime {
     /// the shard), carrying over the replaced shard's uncommitted records
     /// (its changelog records are restored too).
     fn rebuild_from_changelog(&mut self, p: i32, old: Shard) -> Result<(), Error> {
+        // The batch the committer has holds earlier changelog records of
+        // this shard: read once they are committed.
+        self.settle()?;
         let started = Instant::now();
         let topic = self.options.config.kafka.topics.changelog.clone();
         let mut records = Vec::new();
