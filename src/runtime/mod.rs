@@ -1,8 +1,11 @@
 //! The Kafka runtime: one logical thread driving every shard this instance
 //! owns. Each loop polls the group inputs (offer changes, results, commands)
 //! and the global CTL table, applies them to the owning shard's engine, fires due timers,
-//! answers admin queries and, every commit interval, commits everything the
-//! shards decided together with the input offsets in one Kafka transaction.
+//! answers admin queries and, every commit interval, hands everything the
+//! shards decided, with the input offsets, to the [`committer`] thread,
+//! which commits it in one Kafka transaction while the next batch is
+//! decided (one batch in flight; a shard is given up, rebuilt or the
+//! instance stopped only once it is committed).
 //!
 //! Ownership ([`shards`]): the group assigns partitions of one
 //! co-partitioned topic (`topics.results`) with the `cooperative-sticky`
