@@ -122,7 +122,11 @@ impl Runtime {
         let mut backoff =
             super::backoff::Backoff::new(Duration::from_millis(20), Duration::from_millis(500));
         while let Some(done) = self.committer.wait() {
-            let Done { batch, result } = done?;
+            let Done {
+                batch,
+                records,
+                result,
+            } = done?;
             match result {
                 Err(e) if self.in_flight.tries < GENERATION_RETRIES && is_generation_change(&e) => {
                     self.in_flight.tries += 1;
@@ -141,7 +145,7 @@ impl Runtime {
                     .emit();
                     return Err(e);
                 }
-                Ok(()) => self.committed(&batch, mode)?,
+                Ok(()) => self.committed(&batch, records, mode)?,
             }
         }
         Ok(())
@@ -149,7 +153,7 @@ impl Runtime {
 
     /// A batch the committer made durable: at-least-once, its offsets are
     /// committed now; each dead letter is logged and counted once.
-    fn committed(&mut self, batch: &Batch, mode: CommitMode) -> Result<(), Error> {
+    fn committed(&mut self, batch: &Batch, records: usize, mode: CommitMode) -> Result<(), Error> {
         if !self.options.config.kafka.exactly_once {
             super::failpoint::before_commit();
             if batch.offsets.count() > 0 {
@@ -163,7 +167,7 @@ impl Runtime {
             note.emit();
         }
         metrics::TransactionCommitted {
-            records: batch.len(),
+            records,
             seconds: flight.started.map_or(0.0, |s| s.elapsed().as_secs_f64()),
         }
         .emit();

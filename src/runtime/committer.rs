@@ -50,8 +50,11 @@ impl Batch {
 
 /// A batch back from the committer, with its outcome.
 pub(super) struct Done {
-    /// The batch (sent again when the group generation changed under it).
+    /// The batch (sent again when the group generation changed under it;
+    /// without its records once committed).
     pub batch: Batch,
+    /// Records it had.
+    pub records: usize,
     /// Committed (exactly-once) or acknowledged by the brokers (at-least-once).
     pub result: Result<(), Error>,
 }
@@ -76,13 +79,24 @@ impl Committer {
         std::thread::Builder::new()
             .name("reactor-commit".into())
             .spawn(move || {
-                for batch in inbox {
+                for mut batch in inbox {
                     let result = if exactly_once {
                         transaction(&producer, &batch, &stop)
                     } else {
                         deliver(&producer, &batch)
                     };
-                    if outcomes.send(Done { batch, result }).is_err() {
+                    let records = batch.len();
+                    if result.is_ok() {
+                        // Freed here, not on the runtime's thread; only a
+                        // batch to send again goes back whole.
+                        batch.records = Vec::new();
+                    }
+                    let done = Done {
+                        batch,
+                        records,
+                        result,
+                    };
+                    if outcomes.send(done).is_err() {
                         break;
                     }
                 }
