@@ -200,18 +200,10 @@ impl Relay {
             record = record.payload(payload);
         }
         let deadline = Instant::now() + self.call_timeout;
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    self.producer.poll(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(Error::kafka(format!("relaying to {}", self.output), e)),
-            }
-        }
+        reactor::kafka::send_with_room(&self.producer, record, Some(deadline), || {
+            self.producer.poll(Duration::from_millis(1))
+        })
+        .map_err(|e| Error::kafka(format!("relaying to {}", self.output), e))
     }
 
     /// Waits until every output is acknowledged. Not `Producer::flush`: in

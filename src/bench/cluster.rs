@@ -13,7 +13,6 @@ use jiff::Timestamp;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -310,19 +309,11 @@ pub fn produce(
             let (key, value) = &inputs.records[i];
             let at = Instant::now();
             let wall = Timestamp::now();
-            let mut record = BaseRecord::to(&topic).key(key.as_str()).payload(&value[..]);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                        if Instant::now() < deadline =>
-                    {
-                        record = back;
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    Err((e, _)) => return Err(Error::kafka(format!("producing to {topic}"), e)),
-                }
-            }
+            let record = BaseRecord::to(&topic).key(key.as_str()).payload(&value[..]);
+            reactor::kafka::send_with_room(&*producer, record, Some(deadline), || {
+                std::thread::sleep(Duration::from_millis(1))
+            })
+            .map_err(|e| Error::kafka(format!("producing to {topic}"), e))?;
             sent.push(Sent { at, wall });
         }
         let left = deadline.saturating_duration_since(Instant::now());

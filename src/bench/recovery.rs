@@ -19,9 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::cluster::Cluster;
@@ -209,22 +207,14 @@ fn seed(
     let mut counters = vec![0u64; partitions as usize];
     let send = |p: i32, key: &[u8], value: &[u8]| -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
-        let mut record = BaseRecord::to(changelog)
+        let record = BaseRecord::to(changelog)
             .partition(p)
             .key(key)
             .payload(value);
-        loop {
-            match producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    producer.poll(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(Error::kafka(format!("seeding {changelog}"), e)),
-            }
-        }
+        reactor::kafka::send_with_room(&producer, record, Some(deadline), || {
+            producer.poll(Duration::from_millis(1))
+        })
+        .map_err(|e| Error::kafka(format!("seeding {changelog}"), e))
     };
     for i in 0..instances {
         let key = format!("k{i:07}");

@@ -9,10 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::cluster::{Cluster, IndexOf, Inputs, Sent};
@@ -130,24 +128,14 @@ impl Worker {
         if let Some(i) = answer.index {
             self.first_run.mark(i);
         }
-        let mut record = BaseRecord::to(&self.results)
+        let record = BaseRecord::to(&self.results)
             .key(answer.key.as_str())
             .payload(&answer.payload[..]);
         let deadline = Instant::now() + self.call_timeout;
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if Instant::now() < deadline =>
-                {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => {
-                    return Err(Error::kafka(format!("replying to {}", self.results), e))
-                }
-            }
-        }
+        reactor::kafka::send_with_room(&self.producer, record, Some(deadline), || {
+            std::thread::sleep(Duration::from_millis(1))
+        })
+        .map_err(|e| Error::kafka(format!("replying to {}", self.results), e))?;
         self.answered.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

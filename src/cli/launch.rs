@@ -181,22 +181,10 @@ pub fn launch(args: LaunchArgs) -> ExitCode {
         if let Some(p) = partition {
             record = record.partition(p);
         }
-        let mut record = record;
-        loop {
-            match producer.send(record) {
-                Ok(()) => return Ok(()),
-                Err((
-                    rdkafka::error::KafkaError::MessageProduction(
-                        rdkafka::types::RDKafkaErrorCode::QueueFull,
-                    ),
-                    back,
-                )) => {
-                    record = back;
-                    producer.poll(Duration::from_millis(10));
-                }
-                Err((e, _)) => return Err(format!("producing to {topic}: {e}")),
-            }
-        }
+        crate::kafka::send_with_room(&producer, record, None, || {
+            producer.poll(Duration::from_millis(10))
+        })
+        .map_err(|e| format!("producing to {topic}: {e}"))
     };
     if args.task {
         if !args.keys.is_empty() || args.keys_file.is_some() {

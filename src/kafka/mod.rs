@@ -5,9 +5,13 @@ pub mod restore;
 pub mod topics;
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::ToBytes;
+use rdkafka::producer::{BaseProducer, BaseRecord, ProducerContext, ThreadedProducer};
+use rdkafka::util::IntoOpaque;
 
 pub use crate::router::partition_for;
 
@@ -108,6 +112,83 @@ pub fn is_retryable(e: &KafkaError) -> bool {
     )
 }
 
+/// A producer's `send` result: the record comes back with the error.
+pub type SendResult<'a, K, P, D> = Result<(), (KafkaError, BaseRecord<'a, K, P, D>)>;
+
+/// The producers' `send` (rdkafka gives each its own, with no trait).
+pub trait Sender {
+    /// What a delivery report carries.
+    type Opaque: IntoOpaque;
+
+    /// Queues `record` for sending, or gives it back with the error.
+    #[allow(clippy::result_large_err)] // rdkafka's shape: the record comes back.
+    fn send_record<'a, K, P>(
+        &self,
+        record: BaseRecord<'a, K, P, Self::Opaque>,
+    ) -> SendResult<'a, K, P, Self::Opaque>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized;
+}
+
+impl<C: ProducerContext> Sender for BaseProducer<C> {
+    type Opaque = C::DeliveryOpaque;
+
+    fn send_record<'a, K, P>(
+        &self,
+        record: BaseRecord<'a, K, P, Self::Opaque>,
+    ) -> SendResult<'a, K, P, Self::Opaque>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        self.send(record)
+    }
+}
+
+impl<C: ProducerContext + 'static> Sender for ThreadedProducer<C> {
+    type Opaque = C::DeliveryOpaque;
+
+    fn send_record<'a, K, P>(
+        &self,
+        record: BaseRecord<'a, K, P, Self::Opaque>,
+    ) -> SendResult<'a, K, P, Self::Opaque>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        self.send(record)
+    }
+}
+
+/// Produces `record` through `producer`, calling `wait` while the
+/// producer's local queue is full — it drains as the brokers acknowledge —
+/// until `deadline` (none: as long as it takes).
+pub fn send_with_room<'a, S, K, P>(
+    producer: &S,
+    mut record: BaseRecord<'a, K, P, S::Opaque>,
+    deadline: Option<Instant>,
+    mut wait: impl FnMut(),
+) -> Result<(), KafkaError>
+where
+    S: Sender + ?Sized,
+    K: ToBytes + ?Sized,
+    P: ToBytes + ?Sized,
+{
+    loop {
+        match producer.send_record(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                if deadline.is_none_or(|d| Instant::now() < d) =>
+            {
+                record = back;
+                wait();
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
 /// Builds client configurations from bootstrap servers and the pass-through map.
 #[derive(Debug, Clone)]
 pub struct Clients {
@@ -189,6 +270,56 @@ impl rdkafka::consumer::ConsumerContext for ReaderContext {}
 mod tests {
     use super::*;
     use rdkafka::producer::BaseProducer;
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    /// A producer whose queue is full for its first `full` sends.
+    struct Full {
+        full: Cell<u32>,
+        sent: Cell<u32>,
+    }
+
+    impl Sender for Full {
+        type Opaque = ();
+
+        fn send_record<'a, K, P>(&self, record: BaseRecord<'a, K, P>) -> SendResult<'a, K, P, ()>
+        where
+            K: ToBytes + ?Sized,
+            P: ToBytes + ?Sized,
+        {
+            if self.full.get() > 0 {
+                self.full.set(self.full.get() - 1);
+                return Err((
+                    KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                    record,
+                ));
+            }
+            self.sent.set(self.sent.get() + 1);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_is_waited_for_until_the_deadline() {
+        let producer = Full {
+            full: Cell::new(3),
+            sent: Cell::new(0),
+        };
+        let mut waits = 0;
+        let record: BaseRecord<'_, str, str> = BaseRecord::to("t").key("k").payload("v");
+        send_with_room(&producer, record, None, || waits += 1).unwrap();
+        assert_eq!((waits, producer.sent.get()), (3, 1));
+
+        producer.full.set(u32::MAX);
+        let record: BaseRecord<'_, str, str> = BaseRecord::to("t").key("k").payload("v");
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let e = send_with_room(&producer, record, Some(deadline), || {
+            std::thread::sleep(Duration::from_millis(1))
+        })
+        .unwrap_err();
+        assert_eq!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::QueueFull));
+        assert_eq!(producer.sent.get(), 1);
+    }
 
     /// What a managed Kafka service asks for: TLS with SCRAM. librdkafka
     /// refuses the settings at client creation when built without OpenSSL.

@@ -248,23 +248,13 @@ fn send(producer: &SharedProducer, r: &OutRecord) -> Result<(), Error> {
         record = record.partition(p);
     }
     let deadline = Instant::now() + CALL_TIMEOUT;
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                if Instant::now() < deadline =>
-            {
-                record = back;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err((e, _)) => {
-                return Err(Error::Record {
-                    topic: r.topic.clone(),
-                    partition: r.partition.unwrap_or(-1),
-                    offset: -1,
-                    source: e,
-                })
-            }
-        }
-    }
+    crate::kafka::send_with_room(&**producer, record, Some(deadline), || {
+        std::thread::sleep(Duration::from_millis(5))
+    })
+    .map_err(|source| Error::Record {
+        topic: r.topic.clone(),
+        partition: r.partition.unwrap_or(-1),
+        offset: -1,
+        source,
+    })
 }
