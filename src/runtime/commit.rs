@@ -36,8 +36,6 @@ use crate::metrics;
 pub(super) struct InFlight {
     /// Its dead letters, logged and counted once it is committed.
     notes: Vec<DeadNote>,
-    /// When it was handed over.
-    started: Option<Instant>,
     /// Commits redone after a generation change.
     tries: u32,
 }
@@ -74,11 +72,7 @@ impl Runtime {
         self.consumed = false;
         self.batch_due = None;
         self.batch_records = 0;
-        self.in_flight = InFlight {
-            notes,
-            started: Some(Instant::now()),
-            tries: 0,
-        };
+        self.in_flight = InFlight { notes, tries: 0 };
         self.hand_over(batch)
     }
 
@@ -122,12 +116,8 @@ impl Runtime {
         let mut backoff =
             super::backoff::Backoff::new(Duration::from_millis(20), Duration::from_millis(500));
         while let Some(done) = self.committer.wait() {
-            let Done {
-                batch,
-                records,
-                result,
-            } = done?;
-            match result {
+            let mut done = done?;
+            match std::mem::replace(&mut done.result, Ok(())) {
                 Err(e) if self.in_flight.tries < GENERATION_RETRIES && is_generation_change(&e) => {
                     self.in_flight.tries += 1;
                     let wait = backoff.next_delay();
@@ -135,7 +125,7 @@ impl Runtime {
                     if self.options.stop.wait(wait) == Some(super::StopKind::Crash) {
                         return Err(Error::Crashed);
                     }
-                    self.hand_over(batch)?;
+                    self.hand_over(done.batch)?;
                 }
                 Err(e) => {
                     metrics::TransactionAborted {
@@ -145,7 +135,7 @@ impl Runtime {
                     .emit();
                     return Err(e);
                 }
-                Ok(()) => self.committed(&batch, records, mode)?,
+                Ok(()) => self.committed(&done, mode)?,
             }
         }
         Ok(())
@@ -153,12 +143,12 @@ impl Runtime {
 
     /// A batch the committer made durable: at-least-once, its offsets are
     /// committed now; each dead letter is logged and counted once.
-    fn committed(&mut self, batch: &Batch, records: usize, mode: CommitMode) -> Result<(), Error> {
+    fn committed(&mut self, done: &Done, mode: CommitMode) -> Result<(), Error> {
         if !self.options.config.kafka.exactly_once {
             super::failpoint::before_commit();
-            if batch.offsets.count() > 0 {
+            if done.batch.offsets.count() > 0 {
                 self.group
-                    .commit(&batch.offsets, mode)
+                    .commit(&done.batch.offsets, mode)
                     .map_err(|e| Error::client("committing input offsets", e))?;
             }
         }
@@ -167,8 +157,8 @@ impl Runtime {
             note.emit();
         }
         metrics::TransactionCommitted {
-            records,
-            seconds: flight.started.map_or(0.0, |s| s.elapsed().as_secs_f64()),
+            records: done.records,
+            seconds: done.seconds,
         }
         .emit();
         self.export_metrics();

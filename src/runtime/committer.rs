@@ -55,6 +55,8 @@ pub(super) struct Done {
     pub batch: Batch,
     /// Records it had.
     pub records: usize,
+    /// How long the committer took over it.
+    pub seconds: f64,
     /// Committed (exactly-once) or acknowledged by the brokers (at-least-once).
     pub result: Result<(), Error>,
 }
@@ -80,6 +82,7 @@ impl Committer {
             .name("reactor-commit".into())
             .spawn(move || {
                 for mut batch in inbox {
+                    let started = Instant::now();
                     let result = if exactly_once {
                         transaction(&producer, &batch, &stop)
                     } else {
@@ -94,6 +97,7 @@ impl Committer {
                     let done = Done {
                         batch,
                         records,
+                        seconds: started.elapsed().as_secs_f64(),
                         result,
                     };
                     if outcomes.send(done).is_err() {
