@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
 
 use super::committer::{Batch, Done};
 use super::dead::DeadNote;
@@ -59,7 +58,7 @@ impl Runtime {
         }
         let mut batch = Batch {
             records: Vec::with_capacity(self.shards.len() + 1),
-            offsets: self.offsets_list()?,
+            offsets: self.offsets.list()?,
             group: None,
         };
         let mut notes = Vec::new();
@@ -163,20 +162,6 @@ impl Runtime {
         .emit();
         self.export_metrics();
         Ok(())
-    }
-
-    fn offsets_list(&self) -> Result<TopicPartitionList, Error> {
-        let mut tpl = TopicPartitionList::new();
-        for ((topic, p), next) in &self.offsets {
-            tpl.add_partition_offset(topic, *p, Offset::Offset(*next))
-                .map_err(|e| Error::Record {
-                    topic: topic.clone(),
-                    partition: *p,
-                    offset: *next,
-                    source: e,
-                })?;
-        }
-        Ok(tpl)
     }
 
     /// Engine counters, pool and stage gauges and task staleness, at most every

@@ -10,11 +10,12 @@
 //! (bounded), and a restart never reports it again.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, OwnedMessage};
+use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::health::Phase;
@@ -107,14 +108,16 @@ impl Runtime {
                     seconds: RESTORE_TIMEOUT.as_secs(),
                 });
             }
-            match self.ctl.poll(POSITION_EVERY) {
+            // Polled through a handle of its own, so that the record is
+            // read where it lies (no copy) while the shards take it.
+            let ctl = Arc::clone(&self.ctl);
+            match ctl.poll(POSITION_EVERY) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(p))) => {
                     ends.remove(&p);
                 }
                 Some(Err(e)) => metrics::BrokerUnavailable { error: &e }.emit(),
                 Some(Ok(m)) => {
-                    let m = m.detach();
                     records += 1;
                     if ends
                         .get(&m.partition())
@@ -166,11 +169,11 @@ impl Runtime {
                 metrics::record_consumed(topic, n as u64);
             }
         };
+        let ctl = Arc::clone(&self.ctl);
         for _ in 0..MAX_POLL_BATCH {
-            match self.ctl.poll(Duration::ZERO) {
+            match ctl.poll(Duration::ZERO) {
                 None => break,
                 Some(Ok(m)) => {
-                    let m = m.detach();
                     n += 1;
                     self.on_ctl(&m);
                 }
@@ -187,7 +190,7 @@ impl Runtime {
 
     /// Applies one CTL change to the table and to the owned shards whose
     /// tasks name its parameter (the others would ignore it).
-    pub(super) fn on_ctl(&mut self, m: &OwnedMessage) {
+    pub(super) fn on_ctl(&mut self, m: &BorrowedMessage<'_>) {
         if m.payload().is_none() {
             // A tombstone removes nothing: a parameter's value never disappears.
             return;
@@ -277,7 +280,7 @@ impl Runtime {
 }
 
 /// A consumed message as the intake sees it.
-pub(super) fn received(m: &OwnedMessage) -> Received<'_> {
+pub(super) fn received<'a>(m: &'a BorrowedMessage<'_>) -> Received<'a> {
     Received {
         topic: m.topic(),
         partition: m.partition(),

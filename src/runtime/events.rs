@@ -7,7 +7,7 @@
 //! events; an unreadable record is dead-lettered.
 
 use jiff::Timestamp;
-use rdkafka::message::{Headers, OwnedMessage};
+use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::Message;
 
 use super::dead::{self, DeadNote, Source};
@@ -34,9 +34,9 @@ impl Runtime {
     }
 
     /// Takes one record of an event topic.
-    pub(super) fn on_event_record(&mut self, m: &OwnedMessage) {
+    pub(super) fn on_event_record(&mut self, m: &BorrowedMessage<'_>) {
         let (topic, p) = (m.topic(), m.partition());
-        self.offsets.insert((topic.to_string(), p), m.offset() + 1);
+        self.offsets.set(topic, p, m.offset() + 1);
         self.consumed = true;
         metrics::record_consumed(topic, 1);
         let now = self.now();

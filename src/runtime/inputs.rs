@@ -1,11 +1,12 @@
 //! Group inputs: offer changes, worker results and operator commands, each
 //! taken into the shard of the partition it arrived on ([`intake::take`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::BorrowedMessage;
 use rdkafka::Message;
 
 use super::ctl::received;
@@ -18,10 +19,13 @@ impl Runtime {
     pub(super) fn poll_group(&mut self, timeout: Duration) -> Result<usize, Error> {
         let mut wait = timeout;
         let mut n = 0;
+        // Polled through a handle of its own, so that the record is read
+        // where it lies (no copy) while its shard takes it.
+        let group = Arc::clone(&self.group);
         for _ in 0..MAX_POLL_BATCH {
-            let message = match self.group.poll(wait) {
+            let message = match group.poll(wait) {
                 None => break,
-                Some(Ok(m)) => m.detach(),
+                Some(Ok(m)) => m,
                 Some(Err(KafkaError::PartitionEOF(_))) => continue,
                 Some(Err(e)) => {
                     metrics::BrokerUnavailable { error: &e }.emit();
@@ -35,7 +39,7 @@ impl Runtime {
         Ok(n)
     }
 
-    fn on_input(&mut self, m: &OwnedMessage) -> Result<(), Error> {
+    fn on_input(&mut self, m: &BorrowedMessage<'_>) -> Result<(), Error> {
         // A rebalance seen inside the poll must be handled before its partitions' records.
         if self.group.context().pending() {
             self.handle_ownership()?;
@@ -49,7 +53,7 @@ impl Runtime {
             return Ok(());
         }
         let topic = m.topic();
-        self.offsets.insert((topic.to_string(), p), m.offset() + 1);
+        self.offsets.set(topic, p, m.offset() + 1);
         self.consumed = true;
         metrics::record_consumed(topic, 1);
         let topics = &self.options.config.kafka.topics;

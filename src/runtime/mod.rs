@@ -38,6 +38,7 @@ pub mod health;
 mod inputs;
 pub mod intake;
 pub mod output;
+mod positions;
 pub mod restorer;
 mod shards;
 pub mod stop;
@@ -102,8 +103,8 @@ pub struct Options {
 /// The runtime of one instance (see the module docs).
 pub struct Runtime {
     options: Options,
-    group: BaseConsumer<GroupContext>,
-    ctl: BaseConsumer<ReaderContext>,
+    group: Arc<BaseConsumer<GroupContext>>,
+    ctl: Arc<BaseConsumer<ReaderContext>>,
     producer: committer::SharedProducer,
     /// Makes each batch durable while the next one is decided.
     committer: committer::Committer,
@@ -129,7 +130,7 @@ pub struct Runtime {
     /// Next offset of every owned input partition, sent with every
     /// transaction (so that every transaction is fenced by the group
     /// generation: see [`restorer`]).
-    offsets: BTreeMap<(String, i32), i64>,
+    offsets: positions::Positions,
     /// Inputs were consumed since the last commit.
     consumed: bool,
     /// When the batch must be committed: an interval after its oldest
@@ -241,8 +242,8 @@ impl Runtime {
             .collect();
         let mut runtime = Runtime {
             options,
-            group,
-            ctl,
+            group: Arc::new(group),
+            ctl: Arc::new(ctl),
             producer,
             committer,
             in_flight: commit::InFlight::default(),
@@ -254,7 +255,7 @@ impl Runtime {
             router,
             max_record_bytes,
             table,
-            offsets: BTreeMap::new(),
+            offsets: positions::Positions::default(),
             consumed: false,
             batch_due: None,
             batch_records: 0,

@@ -113,7 +113,7 @@ impl Runtime {
             if self.is_shard_topic(&topic) {
                 shards.push(p);
             } else {
-                self.offsets.remove(&(topic.clone(), p));
+                self.offsets.remove(&topic, p);
                 if self.assigned.remove(&(topic.clone(), p)) {
                     give_up.add_partition(&topic, p);
                 }
@@ -135,7 +135,7 @@ impl Runtime {
             let topics = self.inputs().map(str::to_string);
             for topic in topics {
                 let key = (topic, p);
-                self.offsets.remove(&key);
+                self.offsets.remove(&key.0, p);
                 if self.assigned.remove(&key) {
                     give_up.add_partition(&key.0, p);
                 }
@@ -224,7 +224,7 @@ impl Runtime {
                         offset: next,
                         source: e,
                     })?;
-                self.offsets.insert((topic.clone(), p), next);
+                self.offsets.set(&topic, p, next);
                 self.assigned.insert((topic, p));
             }
             self.group
