@@ -109,13 +109,19 @@ pub struct BenchArgs {
     #[arg(long)]
     pub tasks: Option<usize>,
     /// CTL changes to produce in the throughput phase (each system's steady
-    /// window should last 5 s or more: about 110,000 changes per second of
+    /// window should last 5 s or more: about 160,000 changes per second of
     /// window on the mock cluster).
-    #[arg(long, default_value_t = 800_000)]
+    #[arg(long, default_value_t = 1_000_000)]
     pub changes: usize,
     /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
     #[arg(long, default_value_t = 2000)]
     pub latency_changes: usize,
+    /// CTL changes the baseline relays in its throughput phase, at least
+    /// `--changes`: the loop runs 3–4× faster than Reactor, so it needs
+    /// that many more records for a steady window of 5 s (about 500,000
+    /// changes per second of window on the mock cluster).
+    #[arg(long, default_value_t = 3_500_000)]
+    pub baseline_changes: usize,
     /// Rate of the latency phase, records per second; default: half of
     /// Reactor's exactly-once throughput, at most 2000.
     #[arg(long)]
@@ -146,7 +152,7 @@ pub struct BenchArgs {
     pub stages: usize,
     /// Chains the jobs workload launches in its throughput phase (about
     /// 17,000 chains per second of window on the mock cluster).
-    #[arg(long, default_value_t = 150_000)]
+    #[arg(long, default_value_t = 210_000)]
     pub chains: usize,
     /// Chains launched at a steady rate in the jobs workload's latency
     /// phase (0: skip it).
@@ -180,7 +186,7 @@ impl Default for BenchArgs {
             workload: Workload::All,
             brokers: None,
             tasks: None,
-            changes: 800_000,
+            changes: 1_000_000,
             latency_changes: 2000,
             latency_rate: None,
             partitions: 4,
@@ -190,9 +196,10 @@ impl Default for BenchArgs {
             offer_latency_changes: 500,
             offer_latency_rate: None,
             stages: 5,
-            chains: 150_000,
+            chains: 210_000,
             chain_latency_launches: 500,
             chain_latency_rate: None,
+            baseline_changes: 3_500_000,
             quick: false,
             recovery_instances: 1_000_000,
             recovery_partitions: 6,
@@ -262,6 +269,8 @@ struct Plan {
     workload: Workload,
     changes: usize,
     latency_changes: usize,
+    /// Changes of the baseline's throughput phase (at least `changes`).
+    baseline_changes: usize,
     tasks: usize,
     partitions: i32,
     commit_interval: Duration,
@@ -276,10 +285,13 @@ struct Plan {
 impl Plan {
     fn new(args: &BenchArgs) -> Result<Plan, Error> {
         let (mut changes, mut latency_changes) = (args.changes, args.latency_changes);
+        let mut baseline_changes = args.baseline_changes;
         if args.quick {
             changes = changes.min(2000);
             latency_changes = latency_changes.min(300);
+            baseline_changes = baseline_changes.min(2000);
         }
+        let baseline_changes = baseline_changes.max(changes);
         if changes == 0 {
             return Err(Error::Args("--changes must be at least 1".into()));
         }
@@ -325,6 +337,7 @@ impl Plan {
             jobs,
             changes,
             latency_changes,
+            baseline_changes,
             tasks,
             partitions: args.partitions,
             commit_interval,
@@ -405,6 +418,15 @@ impl Plan {
         }
     }
 
+    /// The plan of the baseline: more changes, for a window as long as
+    /// Reactor's.
+    fn for_baseline(&self) -> Plan {
+        Plan {
+            changes: self.baseline_changes,
+            ..self.clone()
+        }
+    }
+
     /// Indices of the throughput phase.
     fn throughput_range(&self) -> std::ops::Range<usize> {
         0..self.changes
@@ -455,7 +477,15 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     } else {
         (None, None, plan.latency_rate.unwrap_or(MAX_LATENCY_RATE))
     };
-    let baseline = baseline::measure(&cluster, &plan, &inputs, Some(rate))?;
+    let baseline = {
+        let plan = plan.for_baseline();
+        let inputs = if plan.changes + plan.latency_changes > inputs.records.len() {
+            Arc::new(self::inputs(plan.changes + plan.latency_changes))
+        } else {
+            inputs
+        };
+        baseline::measure(&cluster, &plan, &inputs, Some(rate))?
+    };
     let offers = match &plan.offers {
         Some(o) => {
             let offers_plan = plan.for_offers(o);
@@ -800,14 +830,16 @@ mod tests {
     #[test]
     fn plan_checks_the_options() {
         let plan = Plan::new(&BenchArgs::default()).unwrap();
-        assert_eq!(plan.tasks, 802_000);
-        assert_eq!(plan.latency_range(), 800_000..802_000);
+        assert_eq!(plan.tasks, 1_002_000);
+        assert_eq!(plan.latency_range(), 1_000_000..1_002_000);
+        assert_eq!(plan.for_baseline().throughput_range(), 0..3_500_000);
         let quick = Plan::new(&BenchArgs {
             quick: true,
             ..BenchArgs::default()
         })
         .unwrap();
         assert_eq!((quick.changes, quick.latency_changes), (2000, 300));
+        assert_eq!(quick.baseline_changes, 2000);
         let few_tasks = BenchArgs {
             tasks: Some(1000),
             ..BenchArgs::default()
@@ -867,7 +899,10 @@ mod tests {
             bench: BenchArgs,
         }
         let cli = Cli::try_parse_from(["bench"]).unwrap();
-        assert_eq!(cli.bench.changes, 800_000);
+        assert_eq!(
+            (cli.bench.changes, cli.bench.baseline_changes),
+            (1_000_000, 3_500_000)
+        );
         assert_eq!(
             cli.bench.commit_interval.to_std(),
             Duration::from_millis(100)

@@ -364,6 +364,7 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
         workload: Workload::Recovery,
         changes: 0,
         latency_changes: 0,
+        baseline_changes: 0,
         tasks: 0,
         partitions,
         commit_interval: args.commit_interval.to_std(),

@@ -644,7 +644,14 @@ impl fmt::Display for Report {
         )?;
         let mut short: Vec<(&str, Duration, &str)> = windows
             .iter()
-            .map(|(name, m)| (*name, m.window, "--changes"))
+            .map(|(name, m)| {
+                let flag = if *name == "baseline" {
+                    "--baseline-changes"
+                } else {
+                    "--changes"
+                };
+                (*name, m.window, flag)
+            })
             .collect();
         if let Some(o) = &self.offers {
             short.push(("offers", o.window, "--offer-changes"));
