@@ -151,7 +151,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
     /// Chains the jobs workload launches in its throughput phase (about
-    /// 17,000 chains per second of window on the mock cluster).
+    /// 30,000 chains per second of window on the mock cluster).
     #[arg(long, default_value_t = 210_000)]
     pub chains: usize,
     /// Chains launched at a steady rate in the jobs workload's latency
