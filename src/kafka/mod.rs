@@ -131,35 +131,28 @@ pub trait Sender {
         P: ToBytes + ?Sized;
 }
 
-impl<C: ProducerContext> Sender for BaseProducer<C> {
-    type Opaque = C::DeliveryOpaque;
+/// Both producers' `send`, alike.
+macro_rules! sender {
+    ($producer:ident $(+ $bound:lifetime)?) => {
+        impl<C: ProducerContext $(+ $bound)?> Sender for $producer<C> {
+            type Opaque = C::DeliveryOpaque;
 
-    fn send_record<'a, K, P>(
-        &self,
-        record: BaseRecord<'a, K, P, Self::Opaque>,
-    ) -> SendResult<'a, K, P, Self::Opaque>
-    where
-        K: ToBytes + ?Sized,
-        P: ToBytes + ?Sized,
-    {
-        self.send(record)
-    }
+            fn send_record<'a, K, P>(
+                &self,
+                record: BaseRecord<'a, K, P, Self::Opaque>,
+            ) -> SendResult<'a, K, P, Self::Opaque>
+            where
+                K: ToBytes + ?Sized,
+                P: ToBytes + ?Sized,
+            {
+                self.send(record)
+            }
+        }
+    };
 }
 
-impl<C: ProducerContext + 'static> Sender for ThreadedProducer<C> {
-    type Opaque = C::DeliveryOpaque;
-
-    fn send_record<'a, K, P>(
-        &self,
-        record: BaseRecord<'a, K, P, Self::Opaque>,
-    ) -> SendResult<'a, K, P, Self::Opaque>
-    where
-        K: ToBytes + ?Sized,
-        P: ToBytes + ?Sized,
-    {
-        self.send(record)
-    }
-}
+sender!(BaseProducer);
+sender!(ThreadedProducer + 'static);
 
 /// Produces `record` through `producer`, calling `wait` while the
 /// producer's local queue is full — it drains as the brokers acknowledge —

@@ -41,17 +41,27 @@ impl Positions {
         let mut tpl = TopicPartitionList::new();
         for (topic, partitions) in &self.0 {
             for (&p, &next) in partitions {
-                tpl.add_partition_offset(topic, p, Offset::Offset(next))
-                    .map_err(|e| Error::Record {
-                        topic: topic.clone(),
-                        partition: p,
-                        offset: next,
-                        source: e,
-                    })?;
+                add(&mut tpl, topic, p, next)?;
             }
         }
         Ok(tpl)
     }
+}
+
+/// Adds `topic[partition]` at offset `next` to `tpl`.
+pub(super) fn add(
+    tpl: &mut TopicPartitionList,
+    topic: &str,
+    partition: i32,
+    next: i64,
+) -> Result<(), Error> {
+    tpl.add_partition_offset(topic, partition, Offset::Offset(next))
+        .map_err(|e| Error::Record {
+            topic: topic.to_string(),
+            partition,
+            offset: next,
+            source: e,
+        })
 }
 
 #[cfg(test)]

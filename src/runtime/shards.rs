@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::{Message, TopicPartitionList};
 
 use super::context::Ownership;
 use super::health::Phase;
@@ -216,14 +216,7 @@ impl Runtime {
             shards.insert(p, shard);
             let mut inputs = TopicPartitionList::new();
             for (topic, next) in r.offsets {
-                inputs
-                    .add_partition_offset(&topic, p, Offset::Offset(next))
-                    .map_err(|e| Error::Record {
-                        topic: topic.clone(),
-                        partition: p,
-                        offset: next,
-                        source: e,
-                    })?;
+                super::positions::add(&mut inputs, &topic, p, next)?;
                 self.offsets.set(&topic, p, next);
                 self.assigned.insert((topic, p));
             }
