@@ -99,6 +99,9 @@ impl Runtime {
         let started = Instant::now();
         let mut positions_at = Instant::now();
         let mut records = 0u64;
+        // Polled through a handle of its own, so that each record is read
+        // where it lies (no copy) while the shards take it.
+        let ctl = Arc::clone(&self.ctl);
         while !ends.is_empty() {
             self.stop_requested()?;
             if Instant::now() > deadline {
@@ -108,9 +111,6 @@ impl Runtime {
                     seconds: RESTORE_TIMEOUT.as_secs(),
                 });
             }
-            // Polled through a handle of its own, so that the record is
-            // read where it lies (no copy) while the shards take it.
-            let ctl = Arc::clone(&self.ctl);
             match ctl.poll(POSITION_EVERY) {
                 None => {}
                 Some(Err(KafkaError::PartitionEOF(p))) => {
