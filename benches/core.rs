@@ -66,7 +66,7 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         pool: 0,
         priority: 0,
         trigger: trigger::parse(&text).expect("valid trigger"),
-        trigger_text: text,
+        trigger_text: text.into(),
         time_zone,
         run: RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,

@@ -67,6 +67,16 @@ impl ParamName {
             param: param.into(),
         }
     }
+
+    /// `entity/param` in one string: what `Display` writes, without the
+    /// formatter (records and run commands name every parameter this way).
+    pub fn joined(&self) -> String {
+        let mut s = String::with_capacity(self.entity.len() + 1 + self.param.len());
+        s.push_str(&self.entity);
+        s.push('/');
+        s.push_str(&self.param);
+        s
+    }
 }
 
 /// Whether `c` may appear in an entity or parameter part.
@@ -774,6 +784,13 @@ mod tests {
         #[test]
         fn scale_display_round_trips(scale in any_scale()) {
             prop_assert_eq!(scale.to_string().parse::<Scale>().unwrap(), scale);
+        }
+
+        #[test]
+        fn joined_is_what_display_writes(entity in "[a-z._:-]{1,12}", param in "[a-z_]{1,8}") {
+            let name = ParamName::new(entity, param);
+            prop_assert_eq!(name.joined(), name.to_string());
+            prop_assert_eq!(name.joined().parse::<ParamName>().unwrap(), name);
         }
     }
 }

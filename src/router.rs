@@ -146,6 +146,11 @@ impl Router {
         self.tables.params.name(id)
     }
 
+    /// Every parameter a task names, by the ids [`Router::ctl`] gives.
+    pub fn ctl_params(&self) -> &CtlTable {
+        &self.tables.params
+    }
+
     /// How many parameters tasks name.
     pub fn ctl_len(&self) -> usize {
         self.tables.params.len()

@@ -459,7 +459,7 @@ impl Simulator {
     /// A simulator over a fresh shard owning every task.
     pub fn new(config: Config) -> Simulator {
         let router = Router::new(&config, 1);
-        let driver = Driver::new(0, Engine::new(&config));
+        let driver = Driver::new(0, Engine::new(&config), &router);
         Simulator {
             config,
             router,
@@ -505,9 +505,13 @@ impl Simulator {
                 book: &mut self.book,
                 out: &mut out,
             };
-            self.driver
-                .apply_ctl(&c, at, None, &mut sink)
-                .map_err(engine_error)?;
+            // As in the runtime: a parameter no task names decides nothing
+            // (the timers due by now still fire).
+            match self.router.ctl(&c.entity, &c.param) {
+                Some((named, _)) => self.driver.apply_ctl(&c, named, at, None, &mut sink),
+                None => self.driver.advance(at, &mut sink),
+            }
+            .map_err(engine_error)?;
             self.now = Some(at);
             return Ok(out);
         } else if let Some(c) = input.complete {

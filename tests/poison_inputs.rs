@@ -24,6 +24,7 @@ use reactor::engine::Engine;
 use reactor::proto::v1;
 use reactor::runtime::intake::{self, Context, Outcome, Received, Role, Router, Shard};
 use reactor::runtime::supervisor::RUNTIME_STACK;
+use reactor::shell::driver::Driver;
 
 const CONFIG: &str = r#"
 [[pool]]
@@ -71,7 +72,10 @@ impl Bench {
             .unwrap()
             .config;
         let router = Router::new(&config, 1);
-        let shard = Shard::new(0, Engine::for_shard(&config, |_| true), BTreeMap::new());
+        let shard = Shard::new(
+            Driver::new(0, Engine::for_shard(&config, |_| true), &router),
+            BTreeMap::new(),
+        );
         let mut bench = Bench {
             config,
             router,
@@ -129,7 +133,9 @@ impl Bench {
             // owner of `partition % shards` reports a bad record.
             Role::Ctl => match intake::decode_ctl(key, payload) {
                 Ok(change) => {
-                    intake::apply_ctl(&mut self.shard, &ctx, &change, &record, now);
+                    if let Some((named, _)) = self.router.ctl(&change.entity, &change.param) {
+                        intake::apply_ctl(&mut self.shard, &ctx, &change, named, &record, now);
+                    }
                     Outcome::Applied
                 }
                 Err(e) => {
@@ -705,7 +711,10 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         produced_at: None,
         trace: Default::default(),
     };
-    let mut shard = Shard::new(0, Engine::for_shard(&config, |_| true), BTreeMap::new());
+    let mut shard = Shard::new(
+        Driver::new(0, Engine::for_shard(&config, |_| true), &router),
+        BTreeMap::new(),
+    );
     assert!(shard.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
     assert!(!shard.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
     let marks: BTreeMap<i32, i64> = shard
@@ -720,7 +729,10 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         .collect();
     assert_eq!(marks, BTreeMap::from([(0, 3)]));
     // Restored with its marks, the shard reports only later offsets.
-    let mut restored = Shard::new(0, Engine::for_shard(&config, |_| true), marks);
+    let mut restored = Shard::new(
+        Driver::new(0, Engine::for_shard(&config, |_| true), &router),
+        marks,
+    );
     assert!(!restored.report_ctl_dead(&ctx, &record(2), "json: bad".into()));
     assert!(!restored.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
     assert!(restored.pending().is_empty());

@@ -226,7 +226,7 @@ fn seed(
             key: format!("payout/{key}"),
             value: Some(Value::Process(Box::new(failed_record(*counter, at)))),
         };
-        let (k, v) = codec::encode_changelog(&record);
+        let (k, v) = codec::encode_changelog(record);
         send(p, &k, v.as_deref().unwrap_or_default())?;
     }
     for (p, n) in counters.iter().enumerate() {
@@ -235,7 +235,7 @@ fn seed(
             key: "payout".into(),
             value: Some(Value::Seq(*n)),
         };
-        let (k, v) = codec::encode_changelog(&record);
+        let (k, v) = codec::encode_changelog(record);
         send(p as i32, &k, v.as_deref().unwrap_or_default())?;
     }
     producer
@@ -522,7 +522,7 @@ mod tests {
             .collect();
         // Through the wire format, as the runtime reads them.
         let decoded = records.iter().map(|r| {
-            let (k, v) = codec::encode_changelog(r);
+            let (k, v) = codec::encode_changelog(r.clone());
             codec::decode_changelog(&k, v.as_deref()).unwrap()
         });
         let mut engine = Engine::restore(&config, |_| true, decoded).unwrap();

@@ -34,19 +34,19 @@ pub fn changelog_key(store: Store, key: &str) -> String {
 }
 
 /// Encodes a changelog record as a Kafka key and value (`None`: tombstone).
-pub fn encode_changelog(record: &ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) {
+/// Taken by value: a task's record (the one written on the hot path) moves
+/// into its message instead of being copied.
+pub fn encode_changelog(record: ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) {
     let key = changelog_key(record.store, &record.key).into_bytes();
-    let value = record.value.as_ref().map(|v| match v {
-        Value::Task(task) => encode(&task_to_proto(task), Format::Protobuf),
-        Value::Offer(offer) => encode(&offer_to_proto(offer), Format::Protobuf),
-        Value::Rescan(rescan) => encode(&rescan_to_proto(rescan), Format::Protobuf),
-        Value::Process(record) => encode(&super::process::key_to_proto(record), Format::Protobuf),
-        Value::Schedule(record) => {
-            encode(&super::process::schedule_to_proto(record), Format::Protobuf)
-        }
-        Value::Seq(n) => encode(&v1::SeqRecord { seq: *n }, Format::Protobuf),
+    let value = record.value.map(|v| match v {
+        Value::Task(task) => encode(&task_to_proto(*task), Format::Protobuf),
+        Value::Offer(offer) => encode(&offer_to_proto(&offer), Format::Protobuf),
+        Value::Rescan(rescan) => encode(&rescan_to_proto(&rescan), Format::Protobuf),
+        Value::Process(r) => encode(&super::process::key_to_proto(&r), Format::Protobuf),
+        Value::Schedule(r) => encode(&super::process::schedule_to_proto(&r), Format::Protobuf),
+        Value::Seq(seq) => encode(&v1::SeqRecord { seq }, Format::Protobuf),
         Value::Recovery(r) => encode(
-            &super::command::recovery_to_proto(&record.key, r),
+            &super::command::recovery_to_proto(&record.key, &r),
             Format::Protobuf,
         ),
     });
@@ -125,36 +125,37 @@ fn state_from_proto(state: i32) -> Result<TaskState, DecodeError> {
     })
 }
 
-fn task_to_proto(r: &TaskRecord) -> v1::TaskRecord {
-    let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
+fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {
+    let ts = |t: Option<jiff::Timestamp>| t.map(timestamp_to_proto);
+    let launch = |p: Option<std::collections::BTreeMap<String, String>>| {
+        p.map(|p| v1::LaunchParams {
+            params: p.into_iter().collect(),
+        })
+    };
     v1::TaskRecord {
         state: state_to_proto(r.slot.phase).into(),
-        since: ts(&r.since),
-        queued_at: ts(&r.queued_at),
-        wake_at: ts(&r.slot.wake_at),
+        since: ts(r.since),
+        queued_at: ts(r.queued_at),
+        wake_at: ts(r.slot.wake_at),
         failures: r.slot.failures,
         run_seq: r.slot.run_seq,
         pass_seq: r.slot.pass_seq,
-        run: r.slot.run.as_ref().map(run_to_proto),
-        snapshot: proto_map(&r.snapshot),
-        last_seen: proto_map(&r.last_seen),
-        last_success: ts(&r.last_success),
-        sla_due: ts(&r.sla_due),
+        run: r.slot.run.map(run_to_proto),
+        snapshot: proto_map(r.snapshot),
+        last_seen: proto_map(r.last_seen),
+        last_success: ts(r.last_success),
+        sla_due: ts(r.sla_due),
         hold: r.hold.map(|h| v1::Hold {
             until: Some(timestamp_to_proto(h.until)),
             awaiting_data: h.awaiting_data,
         }),
         pause_requested: r.pause_requested,
-        last_error: r.slot.last_error.clone(),
-        launch: r.launch.as_ref().map(|p| v1::LaunchParams {
-            params: p.clone().into_iter().collect(),
-        }),
-        again: r.again.as_ref().map(|p| v1::LaunchParams {
-            params: p.clone().into_iter().collect(),
-        }),
-        cron_at: ts(&r.cron_at),
-        failed_at: ts(&r.slot.failed_at),
-        source: r.source.clone(),
+        last_error: r.slot.last_error,
+        launch: launch(r.launch),
+        again: launch(r.again),
+        cron_at: ts(r.cron_at),
+        failed_at: ts(r.slot.failed_at),
+        source: r.source,
     }
 }
 
@@ -195,9 +196,9 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
     })
 }
 
-pub(super) fn run_to_proto(run: &Run) -> v1::RunRecord {
+pub(super) fn run_to_proto(run: Run) -> v1::RunRecord {
     v1::RunRecord {
-        run_id: run.run_id.clone(),
+        run_id: run.run_id,
         attempt: run.attempt,
         pass: run.pass,
         dispatched_at: Some(timestamp_to_proto(run.dispatched_at)),
@@ -274,7 +275,7 @@ fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
         timer: ts(&s.timer),
         lane: lane_to_proto(s.lane).into(),
         queued_at: ts(&s.queued_at),
-        run: s.slot.run.as_ref().map(run_to_proto),
+        run: s.slot.run.clone().map(run_to_proto),
         run_version: s.run_version,
         run_seq: s.slot.run_seq,
         pass_seq: s.slot.pass_seq,
@@ -451,7 +452,7 @@ mod tests {
     }
 
     fn round_trip(record: &ChangelogRecord) -> ChangelogRecord {
-        let (key, value) = encode_changelog(record);
+        let (key, value) = encode_changelog(record.clone());
         decode_changelog(&key, value.as_deref()).unwrap()
     }
 
@@ -468,11 +469,11 @@ mod tests {
 
     #[test]
     fn key_and_tombstone() {
-        let (key, value) = encode_changelog(&task("orders_daily", None));
+        let (key, value) = encode_changelog(task("orders_daily", None));
         assert_eq!(key, b"task/orders_daily");
         assert_eq!(value, None);
         // The default record is zero bytes: a value, not a tombstone.
-        let (_, value) = encode_changelog(&task("t", Some(TaskRecord::default())));
+        let (_, value) = encode_changelog(task("t", Some(TaskRecord::default())));
         assert_eq!(value, Some(Vec::new()));
     }
 
@@ -686,7 +687,7 @@ mod tests {
 
     #[test]
     fn offer_keys_and_encoding() {
-        let (key, value) = encode_changelog(&offer("o/1", Some(offer_record())));
+        let (key, value) = encode_changelog(offer("o/1", Some(offer_record())));
         assert_eq!(key, b"offer/o/1");
         let m: v1::OfferRecord = prost::Message::decode(value.unwrap().as_slice()).unwrap();
         assert_eq!(m.stages["idle"], offer_record::SlotRecord::default());
@@ -694,12 +695,12 @@ mod tests {
         assert!(m.stages["expire"].timer.is_some());
         assert!(m.stages["dead"].state_json == br#""x""#);
         assert_eq!(m.stages["price"].run_version, 4);
-        let (key, _) = encode_changelog(&rescan("price", None));
+        let (key, _) = encode_changelog(rescan("price", None));
         assert_eq!(key, b"rescan/price");
         // No guard at rest.
         let mut record = offer_record();
         record.guard = Guard::default();
-        let (_, value) = encode_changelog(&offer("o1", Some(record)));
+        let (_, value) = encode_changelog(offer("o1", Some(record)));
         let m: v1::OfferRecord = prost::Message::decode(value.unwrap().as_slice()).unwrap();
         assert_eq!(m.guard, None);
     }

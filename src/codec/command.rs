@@ -677,7 +677,7 @@ mod tests {
                     started_at: "2024-06-01T02:00:00Z".parse().unwrap(),
                 }))),
             };
-            let (key, value) = crate::codec::encode_changelog(&record);
+            let (key, value) = crate::codec::encode_changelog(record.clone());
             assert_eq!(key, b"recovery/op-7");
             let back = crate::codec::decode_changelog(&key, value.as_deref()).unwrap();
             assert_eq!(back, record);

@@ -110,7 +110,7 @@ fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
         run_seq: i.slot.run_seq,
         pass_seq: i.slot.pass_seq,
         failures: i.slot.failures,
-        run: i.slot.run.as_ref().map(super::changelog::run_to_proto),
+        run: i.slot.run.clone().map(super::changelog::run_to_proto),
         wake_at: ts(&i.slot.wake_at),
         last_error: i.slot.last_error.clone(),
         queued: i.queued.map(|q| key_record::Placement {

@@ -85,25 +85,26 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
 
 /// Encodes a run command with where to reply and when it was issued.
 pub fn encode_run_command(
-    command: &RunCommand,
+    command: RunCommand,
     reply_topic: &str,
     reply_key: &str,
     issued_at: Timestamp,
     format: Format,
 ) -> Vec<u8> {
+    // Taken by value: the command's strings move into the message.
     let m = v1::RunCommand {
-        run_id: command.run_id.clone(),
+        run_id: command.run_id,
         kind: KIND_TASK.to_string(),
-        task: command.task.clone(),
+        task: command.task,
         attempt: command.attempt,
         pass: command.pass,
-        params: command.params.clone(),
-        snapshot: proto_map(&command.snapshot),
+        params: command.params,
+        snapshot: proto_map(command.snapshot),
         deadline: Some(timestamp_to_proto(command.deadline)),
         reply_topic: reply_topic.to_string(),
         reply_key: reply_key.to_string(),
         issued_at: Some(timestamp_to_proto(issued_at)),
-        source: command.source.clone().unwrap_or_default(),
+        source: command.source.unwrap_or_default(),
         ..Default::default()
     };
     encode(&m, format)
@@ -229,7 +230,8 @@ mod tests {
         let cmd = command();
         let issued = ts("2021-04-25T04:00:00Z");
         for format in [Format::Protobuf, Format::Json] {
-            let bytes = encode_run_command(&cmd, "reactor.results", "reports", issued, format);
+            let bytes =
+                encode_run_command(cmd.clone(), "reactor.results", "reports", issued, format);
             let m = decode_run_command(&bytes).unwrap();
             assert_eq!(m.run_id, cmd.run_id);
             assert_eq!(m.kind, "task");
@@ -257,7 +259,7 @@ mod tests {
     #[test]
     fn json_output() {
         let bytes = encode_run_command(
-            &command(),
+            command(),
             "reactor.results",
             "reports",
             ts("2021-04-25T04:00:00Z"),
@@ -288,8 +290,8 @@ mod tests {
     #[test]
     fn protobuf_is_deterministic() {
         let issued = ts("2021-04-25T04:00:00Z");
-        let a = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
-        let b = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
+        let a = encode_run_command(command(), "r", "k", issued, Format::Protobuf);
+        let b = encode_run_command(command(), "r", "k", issued, Format::Protobuf);
         assert_eq!(a, b);
     }
 

@@ -59,11 +59,11 @@ pub(super) fn ts_map<'a>(
 }
 
 /// A map of jiff timestamps as protobuf ones.
-pub(super) fn proto_map<'a>(
-    map: impl IntoIterator<Item = (&'a String, &'a Timestamp)>,
+pub(super) fn proto_map(
+    map: std::collections::BTreeMap<String, Timestamp>,
 ) -> std::collections::BTreeMap<String, ProtoTimestamp> {
     map.into_iter()
-        .map(|(k, v)| (k.clone(), timestamp_to_proto(*v)))
+        .map(|(k, v)| (k, timestamp_to_proto(v)))
         .collect()
 }
 

@@ -97,7 +97,7 @@ pub struct Task {
     /// Parsed trigger.
     pub trigger: Trigger<ParamName>,
     /// The trigger as written.
-    pub trigger_text: String,
+    pub trigger_text: std::sync::Arc<str>,
     /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
     /// Timeout, result acceptance and retries of its runs.
@@ -112,7 +112,7 @@ pub struct Task {
     pub topic: Option<String>,
     /// A cron schedule that launches the task ("run now", under `conflict`),
     /// read in [`Task::time_zone`].
-    pub schedule: Option<Cron>,
+    pub schedule: Option<std::sync::Arc<Cron>>,
     /// What a `launch` of the task does while it is queued or running.
     pub conflict: Conflict,
 }
@@ -272,7 +272,7 @@ pub(super) fn tasks(
             None => None,
         };
         let schedule = match &t.schedule {
-            Some(text) => Some(section.cron(text, "schedule")?),
+            Some(text) => Some(std::sync::Arc::new(section.cron(text, "schedule")?)),
             None => None,
         };
         tasks.push(Task {
@@ -280,7 +280,7 @@ pub(super) fn tasks(
             pool,
             priority: t.priority,
             trigger,
-            trigger_text: t.trigger.get_ref().clone(),
+            trigger_text: t.trigger.get_ref().as_str().into(),
             time_zone,
             run,
             produces,
@@ -441,7 +441,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
                     trigger = \"delta(a/b, 1h)\"\nschedule = \"0 3 * * *\"\n\
                     conflict = \"queue\"\ntopic = \"reactor.runs\"\n";
         let task = parse(text, "t.toml").unwrap().config.tasks.remove(0);
-        assert_eq!(task.schedule.as_ref().map(Cron::text), Some("0 3 * * *"));
+        assert_eq!(task.schedule.as_deref().map(Cron::text), Some("0 3 * * *"));
         assert_eq!(task.conflict, Conflict::Queue);
         assert_eq!(task.time_zone.iana_name(), Some("Europe/Moscow"));
         assert_eq!(task.topic.as_deref(), Some("reactor.runs"));

@@ -17,7 +17,8 @@ use jiff::Timestamp;
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
-use crate::ctl::ParamName;
+use crate::ctl::{ParamId, ParamName};
+use crate::router::Router;
 
 pub use input::{
     Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
@@ -295,6 +296,24 @@ impl Engine {
         now: Timestamp,
     ) -> Result<Vec<Action>, Error> {
         self.step(now, |e, _| e.tasks.apply_ctl(entity, param, value, now))
+    }
+
+    /// Applies a CTL change to the parameter `router` knows as `named`
+    /// ([`Router::ctl`]): the runtime's hot path, where the router's lookup
+    /// (which shards need the change) serves the shard too. The engine must
+    /// have been given that router ([`Engine::index_named`]).
+    pub fn apply_named_ctl(
+        &mut self,
+        named: ParamId,
+        value: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Action>, Error> {
+        self.step(now, |e, _| e.tasks.apply_named(named, value, now))
+    }
+
+    /// Learns `router`'s parameter ids, for [`Engine::apply_named_ctl`].
+    pub fn index_named(&mut self, router: &Router) {
+        self.tasks.index_named(router.ctl_params());
     }
 
     /// Fires every timer due at or before `now`.

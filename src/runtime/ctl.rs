@@ -207,20 +207,21 @@ impl Runtime {
         if let Some(slot) = self.table.get_mut(id.index()) {
             *slot = Some(change.value);
         }
-        let routes = routes.to_vec();
-        if routes.iter().any(|p| self.shards.contains_key(p)) {
-            self.note_input(record.produced_at);
-        }
         let now = self.now();
         let ctx = Context {
             settings: &self.options.config.kafka,
             max_record_bytes: self.max_record_bytes,
             router: &self.router,
         };
-        for p in &routes {
+        let mut applied = false;
+        for p in routes {
             if let Some(shard) = self.shards.get_mut(p) {
-                intake::apply_ctl(shard, &ctx, &change, &record, now);
+                intake::apply_ctl(shard, &ctx, &change, id, &record, now);
+                applied = true;
             }
+        }
+        if applied {
+            self.note_input(record.produced_at, now);
         }
     }
 

@@ -108,15 +108,15 @@ impl Runtime {
                 })
             })
             .collect();
-        emit(self, &rejections, now);
+        emit(self, rejections, now);
     }
 }
 
-fn emit(runtime: &mut Runtime, actions: &[Action], now: Timestamp) {
+fn emit(runtime: &mut Runtime, actions: Vec<Action>, now: Timestamp) {
     if actions.is_empty() {
         return;
     }
-    metrics::record_actions(-1, actions);
+    metrics::record_actions(-1, &actions);
     output::encode(
         actions,
         -1,

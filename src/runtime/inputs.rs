@@ -66,7 +66,7 @@ impl Runtime {
         };
         let now = self.now();
         let record = received(m);
-        self.note_input(record.produced_at);
+        self.note_input(record.produced_at, now);
         let (ctx, shards, _) = self.parts();
         if let Some(shard) = shards.get_mut(&p) {
             intake::take(shard, &ctx, role, &record, now);

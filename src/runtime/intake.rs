@@ -20,7 +20,7 @@ use crate::action::Action;
 use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
-use crate::ctl::ParamName;
+use crate::ctl::{ParamId, ParamName};
 use crate::engine::{Engine, Input, OfferCounters, Stats};
 use crate::metrics;
 use crate::router::Route;
@@ -121,15 +121,15 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// Shard `partition` over `engine`, with the CTL dead-letter marks read
-    /// from its changelog.
-    pub fn new(partition: i32, engine: Engine, ctl_marks: BTreeMap<i32, i64>) -> Shard {
-        let stats = engine.stats();
-        let offer_stats = engine.offer_counters();
+    /// The shard `driver` drives, with the CTL dead-letter marks read from
+    /// its changelog.
+    pub fn new(driver: Driver, ctl_marks: BTreeMap<i32, i64>) -> Shard {
+        let stats = driver.engine().stats();
+        let offer_stats = driver.engine().offer_counters();
         Shard {
-            partition,
+            partition: driver.partition(),
             broken: false,
-            driver: Driver::new(partition, engine),
+            driver,
             pending: Vec::new(),
             dead: Vec::new(),
             ctl_marks,
@@ -154,10 +154,10 @@ impl Shard {
         &self.dead
     }
 
-    /// The same shard over a rebuilt `engine`: the batch's records and
+    /// The same shard, rebuilt as `driver`: the batch's records and
     /// dead-letter marks carry over.
-    pub(super) fn rebuilt(mut self, engine: Engine) -> Shard {
-        self.driver.replace(engine);
+    pub(super) fn rebuilt(mut self, driver: Driver) -> Shard {
+        self.driver = driver;
         self.broken = false;
         self
     }
@@ -281,13 +281,7 @@ struct Outbox<'a> {
 impl Sink for Outbox<'_> {
     fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
         let mut records = Vec::with_capacity(actions.len());
-        output::encode(
-            &actions,
-            self.partition,
-            self.ctx.settings,
-            at,
-            &mut records,
-        );
+        output::encode(actions, self.partition, self.ctx.settings, at, &mut records);
         for mut record in records {
             if !self.trace.is_empty() && record.topic != self.ctx.settings.topics.changelog {
                 record.headers.extend_from_slice(self.trace);
@@ -463,6 +457,7 @@ pub fn apply_ctl(
     shard: &mut Shard,
     ctx: &Context<'_>,
     change: &CtlRecord,
+    named: ParamId,
     record: &Received<'_>,
     now: Timestamp,
 ) {
@@ -471,7 +466,7 @@ pub fn apply_ctl(
     let (driver, mut outbox) = shard.outbox(ctx, &record.trace);
     // Triggers are level-based: the rebuilt shard's start evaluates what
     // this change affects again.
-    if let Err(e) = driver.apply_ctl(change, now, produced_at, &mut outbox) {
+    if let Err(e) = driver.apply_ctl(change, named, now, produced_at, &mut outbox) {
         shard.broke("ctl", -1, &e);
     }
 }

@@ -359,9 +359,8 @@ impl Runtime {
     /// Notes an input taken into the batch, produced at `produced_at`: the
     /// batch is due an interval after its oldest input was produced (never
     /// later than an interval from now, whatever the producer's clock says).
-    fn note_input(&mut self, produced_at: Option<Timestamp>) {
+    fn note_input(&mut self, produced_at: Option<Timestamp>, now: Timestamp) {
         self.batch_records += 1;
-        let now = self.now();
         let interval = self.options.config.kafka.commit_interval.to_std();
         let Ok(interval) = jiff::SignedDuration::try_from(interval) else {
             return;

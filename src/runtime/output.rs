@@ -51,9 +51,10 @@ impl OutRecord {
     }
 }
 
-/// Encodes the actions of shard `partition` at `now`.
+/// Encodes the actions of shard `partition` at `now` (taken by value: their
+/// strings move into the records instead of being copied).
 pub fn encode(
-    actions: &[Action],
+    actions: Vec<Action>,
     partition: i32,
     settings: &KafkaSettings,
     now: Timestamp,
@@ -63,62 +64,65 @@ pub fn encode(
     for action in actions {
         out.push(match action {
             Action::StageRun(run) => OutRecord {
-                topic: run.topic.clone(),
+                payload: Some(codec::encode_stage_run_command(
+                    &run,
+                    &topics.results,
+                    now,
+                    settings.formats.runs,
+                )),
                 partition: None,
                 // Keyed by the offer: a worker's reply (keyed alike) comes
                 // back to the partition that owns the offer.
-                key: run.offer.as_bytes().to_vec(),
-                payload: Some(codec::encode_stage_run_command(
-                    run,
-                    &topics.results,
-                    now,
-                    settings.formats.runs,
-                )),
+                key: run.offer.into_bytes(),
+                topic: run.topic,
                 headers: Vec::new(),
             },
             Action::StepRun(run) => OutRecord {
-                topic: run.topic.clone(),
+                payload: Some(codec::encode_step_run_command(
+                    &run,
+                    &topics.results,
+                    now,
+                    settings.formats.runs,
+                )),
                 partition: None,
                 // Keyed by the business key: the worker's reply (keyed alike)
                 // comes back to the partition that owns the key.
-                key: run.key.as_bytes().to_vec(),
-                payload: Some(codec::encode_step_run_command(
-                    run,
-                    &topics.results,
-                    now,
-                    settings.formats.runs,
-                )),
+                key: run.key.into_bytes(),
+                topic: run.topic,
                 headers: Vec::new(),
             },
             Action::OfferState(state) => OutRecord {
-                topic: topics.offer_state.clone(),
-                partition: None,
-                key: state.offer.as_bytes().to_vec(),
                 payload: Some(codec::encode_offer_state(
-                    state,
+                    &state,
                     now,
                     settings.formats.offer_state,
                 )),
-                headers: Vec::new(),
-            },
-            Action::Run(run) => OutRecord {
-                topic: run.topic.clone().unwrap_or_else(|| topics.runs.clone()),
+                topic: topics.offer_state.clone(),
                 partition: None,
-                key: run.task.as_bytes().to_vec(),
-                payload: Some(codec::encode_run_command(
-                    run,
-                    &topics.results,
-                    &run.key,
-                    now,
-                    settings.formats.runs,
-                )),
+                key: state.offer.into_bytes(),
                 headers: Vec::new(),
             },
+            Action::Run(mut run) => {
+                let reply_key = std::mem::take(&mut run.key);
+                OutRecord {
+                    topic: run.topic.take().unwrap_or_else(|| topics.runs.clone()),
+                    partition: None,
+                    key: run.task.as_bytes().to_vec(),
+                    payload: Some(codec::encode_run_command(
+                        run,
+                        &topics.results,
+                        &reply_key,
+                        now,
+                        settings.formats.runs,
+                    )),
+                    headers: Vec::new(),
+                }
+            }
             Action::Event(event) => OutRecord {
                 topic: topics.events.clone(),
                 partition: None,
                 key: event.key().as_bytes().to_vec(),
-                payload: Some(codec::encode_event(event, now, settings.formats.events)),
+                payload: Some(codec::encode_event(&event, now, settings.formats.events)),
                 headers: Vec::new(),
             },
             Action::Changelog(record) => {

@@ -202,7 +202,7 @@ impl Runtime {
                 },
                 State::Rebuilt(driver, marks) => {
                     self.kept.remove(&p);
-                    Shard::new(p, driver.into_engine(), marks)
+                    Shard::new(*driver, marks)
                 }
             };
             shard.changelog_end = Some(r.changelog_end);
@@ -317,7 +317,7 @@ impl Runtime {
             message: format!("partition {p}: {e}"),
         })?;
         let now = self.now();
-        let mut shard = old.rebuilt(driver.into_engine());
+        let mut shard = old.rebuilt(driver);
         let (ctx, shards, _) = self.parts();
         shard.start(&ctx, now).map_err(|e| Error::Topic {
             topic: topic.clone(),

@@ -24,7 +24,7 @@ use crate::action::Action;
 use crate::changelog::ChangelogRecord;
 use crate::codec::{limits, CtlRecord, DecodeError};
 use crate::config::Config;
-use crate::ctl::ParamName;
+use crate::ctl::{ParamId, ParamName};
 use crate::engine::{self, parse_stage_run_id, Engine, Input, Update};
 use crate::metrics;
 use crate::offer::{Change, OfferChange};
@@ -64,8 +64,10 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Drives `engine` as shard `partition` (not started: see [`Driver::start`]).
-    pub fn new(partition: i32, engine: Engine) -> Driver {
+    /// Drives `engine` as shard `partition` of `router` (not started: see
+    /// [`Driver::start`]).
+    pub fn new(partition: i32, mut engine: Engine, router: &Router) -> Driver {
+        engine.index_named(router);
         Driver { partition, engine }
     }
 
@@ -86,7 +88,7 @@ impl Driver {
             u32::try_from(partition).unwrap_or_default(),
             u32::try_from(router.partitions()).unwrap_or(1),
         );
-        let mut driver = Driver::new(partition, engine);
+        let mut driver = Driver::new(partition, engine, router);
         driver.load_ctl(ctl);
         Ok(driver)
     }
@@ -107,16 +109,6 @@ impl Driver {
     /// The shard's engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
-    }
-
-    /// The engine, to drive elsewhere.
-    pub fn into_engine(self) -> Engine {
-        self.engine
-    }
-
-    /// Replaces the engine (a shard rebuilt from its changelog).
-    pub fn replace(&mut self, engine: Engine) {
-        self.engine = engine;
     }
 
     /// Starts the shard at `now`: a fresh shard arms its timers, a restored
@@ -167,18 +159,19 @@ impl Driver {
         Ok(())
     }
 
-    /// Applies a CTL change at `now` (every owned shard gets each one).
+    /// Applies a CTL change at `now` to the parameter the router knows as
+    /// `named` ([`Router::ctl`]; a change of a parameter no task names
+    /// decides nothing and is not applied).
     pub fn apply_ctl(
         &mut self,
         change: &CtlRecord,
+        named: ParamId,
         now: Timestamp,
         caused_at: Option<Timestamp>,
         sink: &mut dyn Sink,
     ) -> Result<(), engine::Error> {
         self.advance(now, sink)?;
-        let actions = self
-            .engine
-            .apply_ctl(&change.entity, &change.param, change.value, now)?;
+        let actions = self.engine.apply_named_ctl(named, change.value, now)?;
         if !actions.is_empty() {
             if let Some(at) = caused_at {
                 metrics::record_dispatch_latency(&actions, at, now);

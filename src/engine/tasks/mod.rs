@@ -29,6 +29,9 @@ use crate::trigger::Trigger;
 pub(super) use runs::TaskValues;
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
+/// In [`Tasks::by_named`]: no task of this shard names the parameter.
+const NOT_HERE: u32 = u32::MAX;
+
 /// A task's definition, compiled against the shard's parameter ids.
 #[derive(Debug, Clone)]
 struct TaskDef {
@@ -36,7 +39,7 @@ struct TaskDef {
     pool: usize,
     priority: i64,
     trigger: Trigger<ParamId>,
-    trigger_text: String,
+    trigger_text: std::sync::Arc<str>,
     refs: Vec<ParamId>,
     tz: jiff::tz::TimeZone,
     run: RunPolicy,
@@ -45,7 +48,7 @@ struct TaskDef {
     params: BTreeMap<String, String>,
     topic: Option<String>,
     /// A cron `schedule` that launches the task.
-    schedule: Option<crate::cron::Cron>,
+    schedule: Option<std::sync::Arc<crate::cron::Cron>>,
     /// What a `launch` does while the task is queued or running.
     conflict: crate::process::Conflict,
 }
@@ -155,6 +158,10 @@ pub(super) struct Tasks {
     table: CtlTable,
     tasks: Vec<Task>,
     by_id: HashMap<String, u32>,
+    /// The router's id of a parameter (see [`crate::router::Router::ctl`])
+    /// → this table's, [`NOT_HERE`] for one no task of this shard names:
+    /// the router's lookup serves the shard too, one hash probe per change.
+    by_named: Vec<u32>,
     /// Parameter → tasks whose trigger references it.
     index: Vec<Vec<u32>>,
     /// Parameter → tasks that produce it.
@@ -231,6 +238,7 @@ impl Tasks {
             table,
             tasks,
             by_id,
+            by_named: Vec::new(),
             index,
             producers,
             pools,
@@ -307,8 +315,35 @@ impl Tasks {
         Ok(())
     }
 
-    /// Applies a CTL change: the hot path, touching only the tasks that
-    /// reference the parameter.
+    /// Maps the router's parameter ids (`named`: every parameter a task of
+    /// the configuration names) to this table's, for [`Tasks::apply_named`].
+    pub(super) fn index_named(&mut self, named: &CtlTable) {
+        self.by_named = vec![NOT_HERE; named.len()];
+        for (id, name, _) in self.table.iter() {
+            if let Some(slot) = named
+                .id(&name.entity, &name.param)
+                .and_then(|n| self.by_named.get_mut(n.index()))
+            {
+                *slot = id.0;
+            }
+        }
+    }
+
+    /// Applies a CTL change to the parameter the router knows as `named`
+    /// (the table given to [`Tasks::index_named`]).
+    pub(super) fn apply_named(
+        &mut self,
+        named: ParamId,
+        value: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), Error> {
+        match self.by_named.get(named.index()) {
+            Some(&id) if id != NOT_HERE => self.apply_param(ParamId(id), value, now),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a CTL change by name.
     pub(super) fn apply_ctl(
         &mut self,
         entity: &str,
@@ -320,9 +355,15 @@ impl Tasks {
         // `produces` were interned at construction) decides nothing here:
         // not interning it keeps the hot path free of allocation, and every
         // shard from holding the whole global table.
-        let Some(id) = self.table.id(entity, param) else {
-            return Ok(());
-        };
+        match self.table.id(entity, param) {
+            Some(id) => self.apply_param(id, value, now),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies a CTL change: the hot path, touching only the tasks that
+    /// reference the parameter.
+    fn apply_param(&mut self, id: ParamId, value: Timestamp, now: Timestamp) -> Result<(), Error> {
         let previous = self.table.set(id, value);
         if previous == Some(value) {
             return Ok(());
@@ -335,11 +376,12 @@ impl Tasks {
             };
             if let Some(previous) = moved_back {
                 let task = self.task(i)?.def.id.clone();
+                let name = self.table.name(id);
                 self.out
                     .push(Action::Event(crate::action::Event::CtlMovedBack {
                         task,
-                        entity: entity.to_string(),
-                        param: param.to_string(),
+                        entity: name.entity.clone(),
+                        param: name.param.clone(),
                         previous,
                         value,
                     }));

@@ -19,7 +19,7 @@ impl Tasks {
         let named = |values: &[(ParamId, Timestamp)]| -> BTreeMap<String, Timestamp> {
             values
                 .iter()
-                .map(|&(p, v)| (self.table.name(p).to_string(), v))
+                .map(|&(p, v)| (self.table.name(p).joined(), v))
                 .collect()
         };
         let record = TaskRecord {

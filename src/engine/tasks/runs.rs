@@ -150,7 +150,7 @@ impl Tasks {
             snapshot: rt
                 .snapshot
                 .iter()
-                .map(|&(p, v)| (self.table.name(p).to_string(), v))
+                .map(|&(p, v)| (self.table.name(p).joined(), v))
                 .collect(),
             params: match &rt.launch {
                 None => def.params.clone(),

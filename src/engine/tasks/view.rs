@@ -156,7 +156,7 @@ impl Tasks {
             table: &self.table,
             last: &rt.last_seen,
         };
-        let name = |p: &crate::ctl::ParamId| self.table.name(*p).to_string();
+        let name = |p: &crate::ctl::ParamId| self.table.name(*p).joined();
         Some(TaskView {
             id: def.id.clone(),
             pool: self.pool_name(def.pool),
@@ -175,7 +175,7 @@ impl Tasks {
             last_success: rt.last_success,
             hold: rt.hold,
             last_error: rt.slot.last_error.clone(),
-            trigger: def.trigger_text.clone(),
+            trigger: def.trigger_text.to_string(),
             explain: def.trigger.explain(&values, now, &def.tz, &name),
         })
     }
