@@ -77,6 +77,17 @@ impl ParamName {
         s.push_str(&self.param);
         s
     }
+
+    /// Checks that `entity` and `param` make a valid name (`entity/param`)
+    /// without building it: the rule `parse` applies.
+    pub fn check(entity: &str, param: &str) -> Result<(), Error> {
+        let part_ok = |p: &str| !p.is_empty() && p.chars().all(is_name_char);
+        if part_ok(entity) && part_ok(param) {
+            Ok(())
+        } else {
+            Err(Error::ParamName(format!("{entity}/{param}")))
+        }
+    }
 }
 
 /// Whether `c` may appear in an entity or parameter part.
@@ -87,12 +98,10 @@ pub fn is_name_char(c: char) -> bool {
 impl FromStr for ParamName {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = || Error::ParamName(s.to_string());
-        let (entity, param) = s.split_once('/').ok_or_else(bad)?;
-        let part_ok = |p: &str| !p.is_empty() && p.chars().all(is_name_char);
-        if !part_ok(entity) || !part_ok(param) {
-            return Err(bad());
-        }
+        let (entity, param) = s
+            .split_once('/')
+            .ok_or_else(|| Error::ParamName(s.to_string()))?;
+        ParamName::check(entity, param)?;
         Ok(ParamName::new(entity, param))
     }
 }

@@ -30,7 +30,12 @@ const STORES: [Store; 7] = [
 
 /// The changelog key of `key` in `store`: `task/orders_daily`.
 pub fn changelog_key(store: Store, key: &str) -> String {
-    format!("{}/{key}", store.as_str())
+    let store = store.as_str();
+    let mut text = String::with_capacity(store.len() + 1 + key.len());
+    text.push_str(store);
+    text.push('/');
+    text.push_str(key);
+    text
 }
 
 /// Encodes a changelog record as a Kafka key and value (`None`: tombstone).

@@ -7,7 +7,7 @@
 use jiff::Timestamp;
 
 use super::ctl::CtlRecord;
-use super::error::{non_empty, param_name, DecodeError};
+use super::error::{non_empty, DecodeError};
 use super::limits::{
     check_json, check_name, check_object, truncate_text, MAX_BODY_BYTES, MAX_ERROR_BYTES,
     MAX_STATE_BYTES,
@@ -35,7 +35,10 @@ pub fn ctl_change(
 pub fn parameter(entity: String, param: String) -> Result<(String, String), DecodeError> {
     let entity = name("entity", entity)?;
     let param = name("param", param)?;
-    param_name("entity, param", &format!("{entity}/{param}"))?;
+    crate::ctl::ParamName::check(&entity, &param).map_err(|source| DecodeError::ParamName {
+        field: "entity, param",
+        source,
+    })?;
     Ok((entity, param))
 }
 

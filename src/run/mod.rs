@@ -33,7 +33,13 @@ pub struct Run {
 
 /// Builds the run id of a target's `seq`-th run.
 pub fn run_id(target: &str, seq: u64) -> String {
-    format!("{target}#{seq}")
+    use std::fmt::Write;
+    // Sized once: a run id is built for every run, on the hot path.
+    let mut id = String::with_capacity(target.len() + 21);
+    id.push_str(target);
+    id.push('#');
+    let _ = write!(id, "{seq}");
+    id
 }
 
 /// Splits a run id into target and sequence number.

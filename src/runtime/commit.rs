@@ -11,6 +11,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::committer::{Batch, Done};
 use super::dead::DeadNote;
+use super::output::OutRecord;
 
 /// Commits redone after the group generation changed under them.
 const GENERATION_RETRIES: u32 = 8;
@@ -63,10 +64,16 @@ impl Runtime {
         };
         let mut notes = Vec::new();
         for shard in self.shards.values_mut() {
-            batch.records.push(std::mem::take(&mut shard.pending));
+            let spare = self.spare.pop().unwrap_or_default();
+            batch
+                .records
+                .push(std::mem::replace(&mut shard.pending, spare));
             notes.append(&mut shard.dead);
         }
-        batch.records.push(std::mem::take(&mut self.inbox.pending));
+        let spare = self.spare.pop().unwrap_or_default();
+        batch
+            .records
+            .push(std::mem::replace(&mut self.inbox.pending, spare));
         notes.append(&mut self.inbox.dead);
         self.consumed = false;
         self.batch_due = None;
@@ -134,10 +141,27 @@ impl Runtime {
                     .emit();
                     return Err(e);
                 }
-                Ok(()) => self.committed(&done, mode)?,
+                Ok(()) => {
+                    self.committed(&done, mode)?;
+                    self.keep_spare(done.batch.records);
+                }
             }
         }
         Ok(())
+    }
+
+    /// Keeps a committed batch's emptied record lists for the next batches
+    /// (as many as one batch takes: one per shard and the runtime's own).
+    fn keep_spare(&mut self, lists: Vec<Vec<OutRecord>>) {
+        let wanted = self.shards.len() + 1;
+        for list in lists {
+            if self.spare.len() >= wanted {
+                break;
+            }
+            if list.is_empty() && list.capacity() > 0 {
+                self.spare.push(list);
+            }
+        }
     }
 
     /// A batch the committer made durable: at-least-once, its offsets are

@@ -110,6 +110,8 @@ pub struct Runtime {
     committer: committer::Committer,
     /// The batch the committer has.
     in_flight: commit::InFlight,
+    /// Emptied record lists of committed batches, to fill again.
+    spare: Vec<Vec<output::OutRecord>>,
     shards: BTreeMap<i32, Shard>,
     /// Shards the group assigned that are being restored.
     restoring: BTreeSet<i32>,
@@ -247,6 +249,7 @@ impl Runtime {
             producer,
             committer,
             in_flight: commit::InFlight::default(),
+            spare: Vec::new(),
             shards: BTreeMap::new(),
             restoring: BTreeSet::new(),
             kept: BTreeMap::new(),
