@@ -141,11 +141,6 @@ impl Router {
         }
     }
 
-    /// The name of parameter `id` (see [`Router::ctl`]).
-    pub fn ctl_name(&self, id: ParamId) -> &crate::ctl::ParamName {
-        self.tables.params.name(id)
-    }
-
     /// Every parameter a task names, by the ids [`Router::ctl`] gives.
     pub fn ctl_params(&self) -> &CtlTable {
         &self.tables.params

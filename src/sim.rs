@@ -685,7 +685,10 @@ impl Simulator {
             &self.router,
             0,
             self.book.log.iter().cloned(),
-            self.ctl.iter().map(|(name, value)| (name, *value)),
+            self.ctl.iter().filter_map(|(name, value)| {
+                let (named, _) = self.router.ctl(&name.entity, &name.param)?;
+                Some((named, *value))
+            }),
         )
         .map_err(Error::Restore)?;
         let mut out = Vec::new();

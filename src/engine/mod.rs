@@ -186,6 +186,12 @@ impl Engine {
         self.tasks.load_ctl(name, value);
     }
 
+    /// [`Engine::load_ctl`] of the parameter `router` knows as `named`
+    /// ([`Engine::index_named`]).
+    pub fn load_named_ctl(&mut self, named: ParamId, value: Timestamp) {
+        self.tasks.load_named(named, value);
+    }
+
     /// Starts the shard at `now`: arms staleness SLAs and evaluates every
     /// idle task once (after a restore this fires exactly what is due).
     pub fn start(&mut self, now: Timestamp) -> Result<Vec<Action>, Error> {

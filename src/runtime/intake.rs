@@ -20,7 +20,7 @@ use crate::action::Action;
 use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
-use crate::ctl::{ParamId, ParamName};
+use crate::ctl::ParamId;
 use crate::engine::{Engine, Input, OfferCounters, Stats};
 use crate::metrics;
 use crate::router::Route;
@@ -204,7 +204,7 @@ impl Shard {
     }
 
     /// Loads the global CTL table (a restored or resumed shard).
-    pub fn load_ctl<'a>(&mut self, table: impl IntoIterator<Item = (&'a ParamName, Timestamp)>) {
+    pub fn load_ctl(&mut self, table: impl IntoIterator<Item = (ParamId, Timestamp)>) {
         self.driver.load_ctl(table);
     }
 

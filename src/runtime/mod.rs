@@ -353,10 +353,10 @@ impl Runtime {
     }
 
     /// The global CTL table: every parameter a task names, with its value.
-    fn ctl_values(&self) -> impl Iterator<Item = (&crate::ctl::ParamName, Timestamp)> + '_ {
+    fn ctl_values(&self) -> impl Iterator<Item = (crate::ctl::ParamId, Timestamp)> + '_ {
         (0u32..)
             .zip(&self.table)
-            .filter_map(|(i, v)| Some((self.router.ctl_name(crate::ctl::ParamId(i)), (*v)?)))
+            .filter_map(|(i, v)| Some((crate::ctl::ParamId(i), (*v)?)))
     }
 
     /// Notes an input taken into the batch, produced at `produced_at`: the

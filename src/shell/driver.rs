@@ -24,7 +24,7 @@ use crate::action::Action;
 use crate::changelog::ChangelogRecord;
 use crate::codec::{limits, CtlRecord, DecodeError};
 use crate::config::Config;
-use crate::ctl::{ParamId, ParamName};
+use crate::ctl::ParamId;
 use crate::engine::{self, parse_stage_run_id, Engine, Input, Update};
 use crate::metrics;
 use crate::offer::{Change, OfferChange};
@@ -74,12 +74,12 @@ impl Driver {
     /// Rebuilds shard `partition` of `router` from its changelog `records`
     /// (in order; last write wins) with the global CTL table `ctl`, as a new
     /// owner does. Start it with [`Driver::start`].
-    pub fn restore<'a>(
+    pub fn restore(
         config: &Config,
         router: &Router,
         partition: i32,
         records: impl IntoIterator<Item = ChangelogRecord>,
-        ctl: impl IntoIterator<Item = (&'a ParamName, Timestamp)>,
+        ctl: impl IntoIterator<Item = (ParamId, Timestamp)>,
     ) -> Result<Driver, engine::Error> {
         let mut engine = Engine::restore(config, |pool| router.pool(pool) == partition, records)?;
         // Each stage's and job's limits are split over the partitions: set
@@ -95,9 +95,10 @@ impl Driver {
 
     /// Loads CTL values without evaluating anything (the global table, into
     /// a restored or resumed shard, before [`Driver::start`]).
-    pub fn load_ctl<'a>(&mut self, table: impl IntoIterator<Item = (&'a ParamName, Timestamp)>) {
-        for (name, value) in table {
-            self.engine.load_ctl(name, value);
+    /// Values are given by the router's parameter ids ([`Router::ctl`]).
+    pub fn load_ctl(&mut self, table: impl IntoIterator<Item = (ParamId, Timestamp)>) {
+        for (named, value) in table {
+            self.engine.load_named_ctl(named, value);
         }
     }
 

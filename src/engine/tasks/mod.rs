@@ -321,11 +321,19 @@ impl Tasks {
         self.by_named = vec![NOT_HERE; named.len()];
         for (id, name, _) in self.table.iter() {
             if let Some(slot) = named
-                .id(&name.entity, &name.param)
+                .id(name.entity, name.param)
                 .and_then(|n| self.by_named.get_mut(n.index()))
             {
                 *slot = id.0;
             }
+        }
+    }
+
+    /// Sets the value of the parameter the router knows as `named` without
+    /// evaluating anything: restoring the global table.
+    pub(super) fn load_named(&mut self, named: ParamId, value: Timestamp) {
+        if let Some(&id) = self.by_named.get(named.index()) {
+            self.table.set(ParamId(id), value);
         }
     }
 
@@ -380,8 +388,8 @@ impl Tasks {
                 self.out
                     .push(Action::Event(crate::action::Event::CtlMovedBack {
                         task,
-                        entity: name.entity.clone(),
-                        param: name.param.clone(),
+                        entity: name.entity.to_string(),
+                        param: name.param.to_string(),
                         previous,
                         value,
                     }));

@@ -39,6 +39,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::{self, Duration};
 
+mod table;
+
+pub use table::{CtlTable, ParamId, ParamRef};
+
 /// Why a parameter name or a scale could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -362,116 +366,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// Interned parameter id: dense, assigned in first-seen order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ParamId(pub u32);
-
-impl ParamId {
-    /// The id as an index into dense per-parameter tables.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// Interns parameter names and holds each parameter's current value.
-#[derive(Debug, Default, Clone)]
-pub struct CtlTable {
-    // One flat table of ids hashed by `(entity, param)` and compared against
-    // `names`: a lookup by two `&str` allocates nothing and touches one
-    // bucket. (A map of maps cost two probes and a cache miss per level;
-    // with 300,000 parameters it was a tenth of the CTL hot path.)
-    ids: hashbrown::HashTable<ParamId>,
-    names: Vec<ParamName>,
-    values: Vec<Option<Timestamp>>,
-    /// The name of an id this table never issued (`/`): what [`CtlTable::name`]
-    /// answers instead of panicking.
-    unknown: ParamName,
-}
-
-/// The hash of `entity/param` in a [`CtlTable`] (fixed seeds: the same in
-/// every run and every table).
-fn param_hash(entity: &str, param: &str) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = foldhash::fast::FixedState::with_seed(0x5245_4143_544f_5221).build_hasher();
-    h.write(entity.as_bytes());
-    // A separator no name holds, so that `ab/c` and `a/bc` differ.
-    h.write_u8(0xff);
-    h.write(param.as_bytes());
-    h.finish()
-}
-
-impl CtlTable {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The id of `name`, assigning the next one if it is new.
-    pub fn intern(&mut self, name: &ParamName) -> ParamId {
-        if let Some(id) = self.id(&name.entity, &name.param) {
-            return id;
-        }
-        // 2^32 interned names would not fit in memory first.
-        let id = ParamId(u32::try_from(self.names.len()).unwrap_or(u32::MAX));
-        self.names.push(name.clone());
-        self.values.push(None);
-        let names = &self.names;
-        self.ids
-            .insert_unique(param_hash(&name.entity, &name.param), id, |id| {
-                names
-                    .get(id.index())
-                    .map_or(0, |n| param_hash(&n.entity, &n.param))
-            });
-        id
-    }
-
-    /// The id of `entity/param`, if it was interned.
-    pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
-        self.ids
-            .find(param_hash(entity, param), |id| {
-                self.names
-                    .get(id.index())
-                    .is_some_and(|n| n.entity == entity && n.param == param)
-            })
-            .copied()
-    }
-
-    /// The name behind `id` (an empty name if `id` was not issued here).
-    pub fn name(&self, id: ParamId) -> &ParamName {
-        self.names.get(id.index()).unwrap_or(&self.unknown)
-    }
-
-    /// The current value of `id`, if one was ever set.
-    pub fn current(&self, id: ParamId) -> Option<Timestamp> {
-        self.values.get(id.index()).copied().flatten()
-    }
-
-    /// Sets the current value; returns the previous one. An id this table
-    /// did not issue is ignored.
-    pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
-        self.values.get_mut(id.index())?.replace(value)
-    }
-
-    /// Number of interned parameters.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// Whether no parameter was interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    /// Every parameter with its id and current value, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (ParamId, &ParamName, Option<Timestamp>)> + '_ {
-        self.names
-            .iter()
-            .zip(&self.values)
-            .enumerate()
-            .map(|(i, (name, value))| (ParamId(i as u32), name, *value))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -724,31 +618,6 @@ mod tests {
                 last = i;
             }
         }
-    }
-
-    #[test]
-    fn table_interns_and_stores() {
-        let mut table = CtlTable::new();
-        assert!(table.is_empty());
-        let a = table.intern(&"dwh.orders/max_dt".parse().unwrap());
-        let b = table.intern(&"dwh.users/updated_at".parse().unwrap());
-        assert_eq!((a, b), (ParamId(0), ParamId(1)));
-        assert_eq!(table.intern(&ParamName::new("dwh.orders", "max_dt")), a);
-        assert_eq!(table.id("dwh.users", "updated_at"), Some(b));
-        assert_eq!(table.id("dwh.users", "nope"), None);
-        assert_eq!(table.name(b).to_string(), "dwh.users/updated_at");
-        assert_eq!(table.current(a), None);
-        let t = ts("2021-04-25T03:27:33Z");
-        assert_eq!(table.set(a, t), None);
-        assert_eq!(table.set(a, t), Some(t));
-        assert_eq!(table.current(a), Some(t));
-        assert_eq!(table.len(), 2);
-        let all: Vec<_> = table
-            .iter()
-            .map(|(id, n, v)| (id, n.to_string(), v))
-            .collect();
-        assert_eq!(all[0], (a, "dwh.orders/max_dt".to_string(), Some(t)));
-        assert_eq!(all[1], (b, "dwh.users/updated_at".to_string(), None));
     }
 
     fn any_scale() -> impl Strategy<Value = Scale> {

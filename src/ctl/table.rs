@@ -1,0 +1,243 @@
+//! The table of CTL parameters: interned names with dense ids, and each
+//! parameter's current value.
+//!
+//! Names are kept back to back in one string, each id pointing at its span:
+//! a lookup touches the hash bucket, the id's span and the text, where a
+//! `Vec<ParamName>` cost a further cache miss per string (and two heap
+//! allocations per parameter). With a million parameters the lookup was the
+//! largest single cost of the CTL hot path.
+
+use std::fmt;
+
+use jiff::Timestamp;
+
+use super::ParamName;
+
+/// Interned parameter id: dense, assigned in first-seen order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(pub u32);
+
+impl ParamId {
+    /// The id as an index into dense per-parameter tables.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A parameter name as the table holds it (borrowed parts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamRef<'a> {
+    /// The entity (`dwh.orders`).
+    pub entity: &'a str,
+    /// The parameter of the entity (`max_dt`).
+    pub param: &'a str,
+}
+
+impl ParamRef<'_> {
+    /// `entity/param` in one string (see [`ParamName::joined`]).
+    pub fn joined(&self) -> String {
+        let mut s = String::with_capacity(self.entity.len() + 1 + self.param.len());
+        s.push_str(self.entity);
+        s.push('/');
+        s.push_str(self.param);
+        s
+    }
+
+    /// An owned copy.
+    pub fn to_name(&self) -> ParamName {
+        ParamName::new(self.entity, self.param)
+    }
+}
+
+impl fmt::Display for ParamRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.entity, self.param)
+    }
+}
+
+/// Where a name lies in [`CtlTable::text`]: its start, then the lengths of
+/// its entity and its parameter (which follows the entity directly).
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    start: u32,
+    entity: u32,
+    param: u32,
+}
+
+/// Interns parameter names and holds each parameter's current value.
+#[derive(Debug, Default, Clone)]
+pub struct CtlTable {
+    // One flat table of ids hashed by `(entity, param)`: a lookup by two
+    // `&str` allocates nothing and touches one bucket.
+    ids: hashbrown::HashTable<ParamId>,
+    /// Every name, entity then parameter, back to back.
+    text: String,
+    /// Per id, where its name lies in `text`.
+    spans: Vec<Span>,
+    values: Vec<Option<Timestamp>>,
+}
+
+/// The hash of `entity/param` in a [`CtlTable`] (fixed seeds: the same in
+/// every run and every table).
+fn param_hash(entity: &str, param: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5245_4143_544f_5221).build_hasher();
+    h.write(entity.as_bytes());
+    // A separator no name holds, so that `ab/c` and `a/bc` differ.
+    h.write_u8(0xff);
+    h.write(param.as_bytes());
+    h.finish()
+}
+
+/// Both parts of the name at `span` of `text` (empty for a span outside it).
+fn parts(text: &str, span: Span) -> ParamRef<'_> {
+    let start = span.start as usize;
+    let middle = start + span.entity as usize;
+    let end = middle + span.param as usize;
+    ParamRef {
+        entity: text.get(start..middle).unwrap_or_default(),
+        param: text.get(middle..end).unwrap_or_default(),
+    }
+}
+
+impl CtlTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `name`, assigning the next one if it is new.
+    pub fn intern(&mut self, name: &ParamName) -> ParamId {
+        if let Some(id) = self.id(&name.entity, &name.param) {
+            return id;
+        }
+        // 2^32 interned names, or 4 GiB of them, would not fit in memory first.
+        let id = ParamId(u32::try_from(self.spans.len()).unwrap_or(u32::MAX));
+        let span = Span {
+            start: u32::try_from(self.text.len()).unwrap_or(u32::MAX),
+            entity: u32::try_from(name.entity.len()).unwrap_or(u32::MAX),
+            param: u32::try_from(name.param.len()).unwrap_or(u32::MAX),
+        };
+        self.text.push_str(&name.entity);
+        self.text.push_str(&name.param);
+        self.spans.push(span);
+        self.values.push(None);
+        let (text, spans) = (&self.text, &self.spans);
+        self.ids
+            .insert_unique(param_hash(&name.entity, &name.param), id, |id| {
+                spans.get(id.index()).map_or(0, |&s| {
+                    let name = parts(text, s);
+                    param_hash(name.entity, name.param)
+                })
+            });
+        id
+    }
+
+    /// The id of `entity/param`, if it was interned.
+    pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
+        self.ids
+            .find(param_hash(entity, param), |id| {
+                self.spans.get(id.index()).is_some_and(|&s| {
+                    s.entity as usize == entity.len()
+                        && s.param as usize == param.len()
+                        && parts(&self.text, s) == ParamRef { entity, param }
+                })
+            })
+            .copied()
+    }
+
+    /// The name behind `id` (an empty name if `id` was not issued here).
+    pub fn name(&self, id: ParamId) -> ParamRef<'_> {
+        parts(
+            &self.text,
+            self.spans.get(id.index()).copied().unwrap_or_default(),
+        )
+    }
+
+    /// The current value of `id`, if one was ever set.
+    pub fn current(&self, id: ParamId) -> Option<Timestamp> {
+        self.values.get(id.index()).copied().flatten()
+    }
+
+    /// Sets the current value; returns the previous one. An id this table
+    /// did not issue is ignored.
+    pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
+        self.values.get_mut(id.index())?.replace(value)
+    }
+
+    /// Number of interned parameters.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether no parameter was interned.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Every parameter with its id and current value, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (ParamId, ParamRef<'_>, Option<Timestamp>)> + '_ {
+        self.spans
+            .iter()
+            .zip(&self.values)
+            .enumerate()
+            .map(|(i, (&span, value))| (ParamId(i as u32), parts(&self.text, span), *value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn table_interns_and_stores() {
+        let mut table = CtlTable::new();
+        assert!(table.is_empty());
+        let a = table.intern(&"dwh.orders/max_dt".parse().unwrap());
+        let b = table.intern(&"dwh.users/updated_at".parse().unwrap());
+        assert_eq!((a, b), (ParamId(0), ParamId(1)));
+        assert_eq!(table.intern(&ParamName::new("dwh.orders", "max_dt")), a);
+        assert_eq!(table.id("dwh.users", "updated_at"), Some(b));
+        assert_eq!(table.id("dwh.users", "nope"), None);
+        assert_eq!(table.name(b).to_string(), "dwh.users/updated_at");
+        assert_eq!(table.name(b).joined(), "dwh.users/updated_at");
+        assert_eq!(table.name(ParamId(7)).joined(), "/");
+        assert_eq!(table.current(a), None);
+        let t = ts("2021-04-25T03:27:33Z");
+        assert_eq!(table.set(a, t), None);
+        assert_eq!(table.set(a, t), Some(t));
+        assert_eq!(table.current(a), Some(t));
+        assert_eq!(table.set(ParamId(7), t), None);
+        assert_eq!(table.len(), 2);
+        let all: Vec<_> = table
+            .iter()
+            .map(|(id, n, v)| (id, n.to_string(), v))
+            .collect();
+        assert_eq!(all[0], (a, "dwh.orders/max_dt".to_string(), Some(t)));
+        assert_eq!(all[1], (b, "dwh.users/updated_at".to_string(), None));
+    }
+
+    proptest! {
+        /// Names that share their text when put together (`ab` + `c` and
+        /// `a` + `bc`) stay apart, and every name gets its own id back.
+        #[test]
+        fn names_round_trip(names in proptest::collection::vec(("[ab.]{1,3}", "[bc_]{1,3}"), 1..40)) {
+            let mut table = CtlTable::new();
+            let ids: Vec<ParamId> = names
+                .iter()
+                .map(|(e, p)| table.intern(&ParamName::new(e.clone(), p.clone())))
+                .collect();
+            for ((e, p), id) in names.iter().zip(&ids) {
+                prop_assert_eq!(table.id(e, p), Some(*id));
+                prop_assert_eq!(table.name(*id), ParamRef { entity: e, param: p });
+            }
+            let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+            prop_assert_eq!(table.len(), distinct.len());
+        }
+    }
+}
