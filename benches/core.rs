@@ -66,7 +66,7 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         pool: 0,
         priority: 0,
         trigger: trigger::parse(&text).expect("valid trigger"),
-        trigger_text: text.into(),
+        trigger_text: text,
         time_zone,
         run: RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,
@@ -104,7 +104,7 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             max_running: None,
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
-        tasks,
+        tasks: tasks.into_iter().map(std::sync::Arc::new).collect(),
         stages: Vec::new(),
         offers: config::OffersSettings::default(),
         jobs: Vec::new(),

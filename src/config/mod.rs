@@ -138,7 +138,7 @@ pub struct Config {
     /// Pools; "default" is always present.
     pub pools: Vec<Pool>,
     /// Tasks in file order.
-    pub tasks: Vec<Task>,
+    pub tasks: Vec<std::sync::Arc<Task>>,
     /// Offer stages in file order.
     pub stages: Vec<Stage>,
     /// Settings shared by every offer (`[offers]`).

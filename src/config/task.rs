@@ -97,7 +97,7 @@ pub struct Task {
     /// Parsed trigger.
     pub trigger: Trigger<ParamName>,
     /// The trigger as written.
-    pub trigger_text: std::sync::Arc<str>,
+    pub trigger_text: String,
     /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
     /// Timeout, result acceptance and retries of its runs.
@@ -112,7 +112,7 @@ pub struct Task {
     pub topic: Option<String>,
     /// A cron schedule that launches the task ("run now", under `conflict`),
     /// read in [`Task::time_zone`].
-    pub schedule: Option<std::sync::Arc<Cron>>,
+    pub schedule: Option<Box<Cron>>,
     /// What a `launch` of the task does while it is queued or running.
     pub conflict: Conflict,
 }
@@ -177,7 +177,7 @@ pub(super) fn tasks(
     files: &[Spanned<TaskFile>],
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<Task>, Error> {
+) -> Result<Vec<std::sync::Arc<Task>>, Error> {
     let mut ids = HashSet::new();
     let mut tasks = Vec::with_capacity(files.len());
     for spanned in files {
@@ -272,15 +272,15 @@ pub(super) fn tasks(
             None => None,
         };
         let schedule = match &t.schedule {
-            Some(text) => Some(std::sync::Arc::new(section.cron(text, "schedule")?)),
+            Some(text) => Some(Box::new(section.cron(text, "schedule")?)),
             None => None,
         };
-        tasks.push(Task {
+        tasks.push(std::sync::Arc::new(Task {
             id: t.id.clone(),
             pool,
             priority: t.priority,
             trigger,
-            trigger_text: t.trigger.get_ref().as_str().into(),
+            trigger_text: t.trigger.get_ref().clone(),
             time_zone,
             run,
             produces,
@@ -289,7 +289,7 @@ pub(super) fn tasks(
             topic,
             schedule,
             conflict: t.conflict.unwrap_or_default(),
-        });
+        }));
     }
     Ok(tasks)
 }
@@ -447,6 +447,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         assert_eq!(task.topic.as_deref(), Some("reactor.runs"));
         let next = task
             .schedule
+            .as_deref()
             .unwrap()
             .next_after("2024-06-01T12:00:00Z".parse().unwrap(), &task.time_zone);
         assert_eq!(next, Some("2024-06-02T00:00:00Z".parse().unwrap()));

@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use super::{bug, Error};
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::config::{Config, RunPolicy};
+use crate::config::Config;
 use crate::ctl::{CtlTable, ParamId, ParamName};
 use crate::duration::Duration;
 use crate::run::{Alarms, Due, RunSlot};
@@ -32,25 +32,23 @@ pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 /// In [`Tasks::by_named`]: no task of this shard names the parameter.
 const NOT_HERE: u32 = u32::MAX;
 
-/// A task's definition, compiled against the shard's parameter ids.
+/// A task's definition: its configuration (shared with [`Config`], read
+/// through `Deref`) and what the shard compiled of it against its own
+/// parameter ids.
 #[derive(Debug, Clone)]
 struct TaskDef {
-    id: String,
-    pool: usize,
-    priority: i64,
+    cfg: std::sync::Arc<crate::config::Task>,
     trigger: Trigger<ParamId>,
-    trigger_text: std::sync::Arc<str>,
     refs: Vec<ParamId>,
-    tz: jiff::tz::TimeZone,
-    run: RunPolicy,
     produces: Vec<ParamId>,
-    expect_every: Option<Duration>,
-    params: BTreeMap<String, String>,
-    topic: Option<String>,
-    /// A cron `schedule` that launches the task.
-    schedule: Option<std::sync::Arc<crate::cron::Cron>>,
-    /// What a `launch` does while the task is queued or running.
-    conflict: crate::process::Conflict,
+}
+
+impl std::ops::Deref for TaskDef {
+    type Target = crate::config::Task;
+
+    fn deref(&self) -> &crate::config::Task {
+        &self.cfg
+    }
 }
 
 /// A task's runtime state (parameters by id).
@@ -216,20 +214,10 @@ impl Tasks {
             by_id.insert(t.id.clone(), i);
             tasks.push(Task {
                 def: TaskDef {
-                    id: t.id.clone(),
-                    pool: t.pool,
-                    priority: t.priority,
+                    cfg: std::sync::Arc::clone(t),
                     trigger,
-                    trigger_text: t.trigger_text.clone(),
                     refs,
-                    tz: t.time_zone.clone(),
-                    run: t.run.clone(),
                     produces,
-                    expect_every: t.expect_every,
-                    params: t.params.clone(),
-                    topic: t.topic.clone(),
-                    schedule: t.schedule.clone(),
-                    conflict: t.conflict,
                 },
                 rt: TaskRt::default(),
             });
@@ -301,7 +289,7 @@ impl Tasks {
             }
             let task = self.task_mut(i)?;
             if let (Some(cron), None) = (&task.def.schedule, task.rt.cron_at) {
-                if let Some(at) = cron.next_after(now, &task.def.tz) {
+                if let Some(at) = cron.next_after(now, &task.def.time_zone) {
                     task.rt.cron_at = Some(at);
                     self.timers.arm(at, (TimerKind::Cron, i));
                     self.mark(i)?;

@@ -39,7 +39,7 @@ impl Tasks {
             table: &self.table,
             last: &task.rt.last_seen,
         };
-        Ok(task.def.trigger.eval(&values, now, &task.def.tz))
+        Ok(task.def.trigger.eval(&values, now, &task.def.time_zone))
     }
 
     fn set_state(&mut self, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
@@ -425,7 +425,7 @@ impl Tasks {
                     .def
                     .schedule
                     .as_ref()
-                    .and_then(|c| c.next_after(at.max(now), &task.def.tz));
+                    .and_then(|c| c.next_after(at.max(now), &task.def.time_zone));
                 task.rt.cron_at = next;
                 if let Some(next) = next {
                     self.timers.arm(next, (TimerKind::Cron, i));

@@ -175,8 +175,8 @@ impl Tasks {
             last_success: rt.last_success,
             hold: rt.hold,
             last_error: rt.slot.last_error.clone(),
-            trigger: def.trigger_text.to_string(),
-            explain: def.trigger.explain(&values, now, &def.tz, &name),
+            trigger: def.trigger_text.clone(),
+            explain: def.trigger.explain(&values, now, &def.time_zone, &name),
         })
     }
 
