@@ -72,14 +72,12 @@ impl ParamName {
         }
     }
 
-    /// `entity/param` in one string: what `Display` writes, without the
-    /// formatter (records and run commands name every parameter this way).
-    pub fn joined(&self) -> String {
-        let mut s = String::with_capacity(self.entity.len() + 1 + self.param.len());
-        s.push_str(&self.entity);
-        s.push('/');
-        s.push_str(&self.param);
-        s
+    /// The name's two parts, borrowed.
+    pub fn parts(&self) -> ParamRef<'_> {
+        ParamRef {
+            entity: &self.entity,
+            param: &self.param,
+        }
     }
 
     /// Checks that `entity` and `param` make a valid name (`entity/param`)
@@ -112,7 +110,7 @@ impl FromStr for ParamName {
 
 impl fmt::Display for ParamName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.entity, self.param)
+        self.parts().fmt(f)
     }
 }
 
@@ -667,8 +665,8 @@ mod tests {
         #[test]
         fn joined_is_what_display_writes(entity in "[a-z._:-]{1,12}", param in "[a-z_]{1,8}") {
             let name = ParamName::new(entity, param);
-            prop_assert_eq!(name.joined(), name.to_string());
-            prop_assert_eq!(name.joined().parse::<ParamName>().unwrap(), name);
+            prop_assert_eq!(name.parts().joined(), name.to_string());
+            prop_assert_eq!(name.parts().joined().parse::<ParamName>().unwrap(), name);
         }
     }
 }

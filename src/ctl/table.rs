@@ -34,18 +34,14 @@ pub struct ParamRef<'a> {
 }
 
 impl ParamRef<'_> {
-    /// `entity/param` in one string (see [`ParamName::joined`]).
+    /// `entity/param` in one string: what `Display` writes, without the
+    /// formatter (records and run commands name every parameter this way).
     pub fn joined(&self) -> String {
         let mut s = String::with_capacity(self.entity.len() + 1 + self.param.len());
         s.push_str(self.entity);
         s.push('/');
         s.push_str(self.param);
         s
-    }
-
-    /// An owned copy.
-    pub fn to_name(&self) -> ParamName {
-        ParamName::new(self.entity, self.param)
     }
 }
 

@@ -320,8 +320,8 @@ impl Tasks {
     /// Sets the value of the parameter the router knows as `named` without
     /// evaluating anything: restoring the global table.
     pub(super) fn load_named(&mut self, named: ParamId, value: Timestamp) {
-        if let Some(&id) = self.by_named.get(named.index()) {
-            self.table.set(ParamId(id), value);
+        if let Some(id) = self.local(named) {
+            self.table.set(id, value);
         }
     }
 
@@ -333,10 +333,19 @@ impl Tasks {
         value: Timestamp,
         now: Timestamp,
     ) -> Result<(), Error> {
-        match self.by_named.get(named.index()) {
-            Some(&id) if id != NOT_HERE => self.apply_param(ParamId(id), value, now),
-            _ => Ok(()),
+        match self.local(named) {
+            Some(id) => self.apply_param(id, value, now),
+            None => Ok(()),
         }
+    }
+
+    /// This table's id of the parameter the router knows as `named`, if a
+    /// task of this shard names it.
+    fn local(&self, named: ParamId) -> Option<ParamId> {
+        self.by_named
+            .get(named.index())
+            .filter(|&&id| id != NOT_HERE)
+            .map(|&id| ParamId(id))
     }
 
     /// Applies a CTL change by name.
