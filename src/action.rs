@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::changelog::ChangelogRecord;
 use crate::duration::Duration;
-use crate::offer::Body;
+use crate::offer::{Body, SharedBody};
 use crate::run::Rejection;
 
 /// One decision of [`crate::engine::Engine`].
@@ -80,10 +80,10 @@ pub struct StageRunCommand {
     pub version: u64,
     /// The offer body at that version.
     #[serde(skip)]
-    pub body: Body,
+    pub body: SharedBody,
     /// The stage's state for this offer, if any.
     #[serde(skip)]
-    pub state: Option<serde_json::Value>,
+    pub state: Option<crate::stage::State>,
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
     /// What caused the run: `op:ID` for an operator's recovery, `auto` for a
@@ -142,14 +142,14 @@ pub struct OfferState {
     /// The version the change committed (bumped by every committed change).
     pub version: u64,
     /// The body at that version (empty when deleted).
-    pub body: Body,
+    pub body: SharedBody,
     /// `external` for a change from `offer.changes`, `stage:NAME` for a
     /// stage's result, `command` for an operator's state replacement.
     pub cause: String,
     /// Top-level body fields the change touched, sorted.
     pub changed_fields: Vec<String>,
     /// Every stage's state (stage → state); stages without state are absent.
-    pub states: BTreeMap<String, serde_json::Value>,
+    pub states: BTreeMap<String, crate::stage::State>,
     /// The change deleted the offer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,

@@ -9,6 +9,11 @@ use serde_json::{Map, Value};
 /// An offer's body: always a JSON object.
 pub type Body = Map<String, Value>;
 
+/// A body shared by the offer and everything that carries it at one
+/// version (its changelog record, offer state, stage run commands): a
+/// change makes a new one, so nothing copies a body to send or store it.
+pub type SharedBody = std::sync::Arc<Body>;
+
 /// A change of one offer from outside (the system of record, any producer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OfferChange {

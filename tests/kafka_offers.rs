@@ -110,7 +110,7 @@ fn an_offer_change_runs_the_stage_and_its_result_commits_a_new_version() {
     assert_eq!(run.attempt, 1);
     assert_eq!(run.version, 1);
     assert_eq!(
-        run.body,
+        *run.body,
         body(serde_json::json!({"status": "active", "price": 100}))
     );
     assert_eq!(run.state, None);
@@ -163,12 +163,12 @@ fn an_offer_change_runs_the_stage_and_its_result_commits_a_new_version() {
     assert_eq!(second.cause, "stage:price");
     assert_eq!(second.changed_fields, ["price_predicted"]);
     assert_eq!(
-        second.body,
+        *second.body,
         body(serde_json::json!({"status": "active", "price": 100, "price_predicted": 118}))
     );
     assert_eq!(
         second.states,
-        BTreeMap::from([("price".to_string(), serde_json::json!({"model": 3}))])
+        BTreeMap::from([("price".to_string(), serde_json::json!({"model": 3}).into())])
     );
 
     // The changelog holds the offer record at version 2 with the stage's state.
@@ -189,8 +189,8 @@ fn an_offer_change_runs_the_stage_and_its_result_commits_a_new_version() {
     let record = offer_record(&changelog).expect("offer record at version 2");
     assert_eq!(record.body, second.body);
     assert_eq!(
-        record.stages["price"].state,
-        Some(serde_json::json!({"model": 3}))
+        record.stages.get("price").unwrap().state,
+        Some(serde_json::json!({"model": 3}).into())
     );
 
     // A change produced to the wrong partition (another partitioner) is

@@ -260,7 +260,7 @@ mod tests {
             attempt: 1,
             pass: 4,
             version: 3,
-            body: Body::new(),
+            body: Body::new().into(),
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
             topic: String::new(),

@@ -45,7 +45,7 @@ pub fn encode_changelog(record: ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) {
     let key = changelog_key(record.store, &record.key).into_bytes();
     let value = record.value.map(|v| match v {
         Value::Task(task) => encode(&task_to_proto(*task), Format::Protobuf),
-        Value::Offer(offer) => encode(&offer_to_proto(&offer), Format::Protobuf),
+        Value::Offer(offer) => encode_offer(&offer),
         Value::Rescan(rescan) => encode(&rescan_to_proto(&rescan), Format::Protobuf),
         Value::Process(r) => encode(&super::process::key_to_proto(&r), Format::Protobuf),
         Value::Schedule(r) => encode(&super::process::schedule_to_proto(&r), Format::Protobuf),
@@ -272,11 +272,70 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("JSON values serialize")
 }
 
-fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
+/// Field number of `OfferRecord.stages`.
+const OFFER_STAGES: u32 = 4;
+
+/// An offer record in protobuf. The stage slots are written as the map's
+/// entries (`{string key = 1; SlotRecord value = 2}`, in name order, after
+/// the other fields) straight from the record, not through a map of
+/// messages built for the purpose: the record is written at every step of
+/// an offer.
+fn encode_offer(r: &OfferRecord) -> Vec<u8> {
+    use prost::encoding::{
+        encode_key, encode_varint, encoded_len_varint, key_len, message, string,
+    };
+    let head = offer_to_proto(r);
+    let slots: Vec<(&String, offer_record::SlotRecord)> = r
+        .stages
+        .iter()
+        .map(|(name, slot)| (name, slot_to_proto(slot)))
+        .collect();
+    // Like prost's map encoding: a default key or value is left out.
+    let entry_len = |name: &String, slot: &offer_record::SlotRecord| {
+        let key = if name.is_empty() {
+            0
+        } else {
+            string::encoded_len(1, name)
+        };
+        let value = if *slot == offer_record::SlotRecord::default() {
+            0
+        } else {
+            message::encoded_len(2, slot)
+        };
+        key + value
+    };
+    let mut buf = prost::Message::encode_to_vec(&head);
+    buf.reserve(
+        slots
+            .iter()
+            .map(|(name, slot)| {
+                let n = entry_len(name, slot);
+                key_len(OFFER_STAGES) + encoded_len_varint(n as u64) + n
+            })
+            .sum::<usize>(),
+    );
+    for (name, slot) in &slots {
+        encode_key(
+            OFFER_STAGES,
+            prost::encoding::WireType::LengthDelimited,
+            &mut buf,
+        );
+        encode_varint(entry_len(name, slot) as u64, &mut buf);
+        if !name.is_empty() {
+            string::encode(1, name, &mut buf);
+        }
+        if *slot != offer_record::SlotRecord::default() {
+            message::encode(2, slot, &mut buf);
+        }
+    }
+    buf
+}
+
+fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
-    let slot = |s: &SlotRecord| offer_record::SlotRecord {
+    offer_record::SlotRecord {
         phase: phase_to_proto(s.slot.phase).into(),
-        state_json: s.state.as_ref().map(json_text).unwrap_or_default(),
+        state_json: s.state.as_deref().map(json_text).unwrap_or_default(),
         timer: ts(&s.timer),
         lane: lane_to_proto(s.lane).into(),
         queued_at: ts(&s.queued_at),
@@ -289,16 +348,18 @@ fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
         last_error: s.slot.last_error.clone(),
         failed_at: ts(&s.slot.failed_at),
         source: s.source.clone(),
-    };
+    }
+}
+
+/// An offer record as a message, without its stage slots ([`encode_offer`]
+/// writes those).
+fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
+    let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     v1::OfferRecord {
         version: r.version,
         body_json: json_text(&r.body),
         updated_at: Some(timestamp_to_proto(r.updated_at)),
-        stages: r
-            .stages
-            .iter()
-            .map(|(stage, s)| (stage.clone(), slot(s)))
-            .collect(),
+        stages: Default::default(),
         guard: (!r.guard.is_default()).then(|| offer_record::Guard {
             window_start: ts(&r.guard.window_start),
             runs: r.guard.runs,
@@ -328,7 +389,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
                     reason: format!("not JSON text: {e}"),
                 })?;
             normalize(&mut state);
-            Some(state)
+            Some(state.into())
         };
         Ok::<_, DecodeError>(SlotRecord {
             slot: RunSlot {
@@ -359,7 +420,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
     };
     Ok(OfferRecord {
         version: m.version,
-        body,
+        body: body.into(),
         updated_at: required_ts("updated_at", m.updated_at.as_ref())?,
         stages: m
             .stages
@@ -568,7 +629,7 @@ mod tests {
                 last_error: Some("model down".into()),
                 failed_at: None,
             },
-            state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64})),
+            state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64}).into()),
             timer: Some(ts("2024-07-01T00:00:00Z")),
             lane: Lane::Rescan,
             queued_at: Some(ts("2024-06-01T00:00:00Z")),
@@ -577,7 +638,7 @@ mod tests {
         };
         OfferRecord {
             version: 5,
-            body: body.as_object().unwrap().clone(),
+            body: body.as_object().unwrap().clone().into(),
             updated_at: ts("2024-06-01T00:00:00.25Z"),
             stages: [
                 ("price".to_string(), running),
@@ -585,7 +646,7 @@ mod tests {
                     "expire".to_string(),
                     SlotRecord {
                         timer: Some(ts("2024-12-01T00:00:00Z")),
-                        state: Some(serde_json::Value::Null),
+                        state: Some(serde_json::Value::Null.into()),
                         ..SlotRecord::default()
                     },
                 ),
@@ -597,13 +658,14 @@ mod tests {
                             failures: 6,
                             ..RunSlot::default()
                         },
-                        state: Some(serde_json::json!("x")),
+                        state: Some(serde_json::json!("x").into()),
                         ..SlotRecord::default()
                     },
                 ),
                 ("idle".to_string(), SlotRecord::default()),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
             guard: Guard {
                 window_start: Some(ts("2024-06-01T00:00:00Z")),
                 runs: 21,
@@ -633,7 +695,7 @@ mod tests {
     fn offer_and_rescan_records_round_trip() {
         let bare = OfferRecord {
             version: 1,
-            body: Body::new(),
+            body: Body::new().into(),
             updated_at: ts("1969-07-20T20:17:40Z"),
             stages: Default::default(),
             guard: Guard::default(),
@@ -678,12 +740,12 @@ mod tests {
         assert_eq!(o.body["small"].as_i64(), Some(i64::MIN));
         assert_eq!(o.body["past_2_53"].as_u64(), Some(9_007_199_254_740_993));
         assert_eq!(
-            o.stages["price"].state.as_ref().unwrap()["seen"].as_u64(),
+            o.stages.get("price").unwrap().state.as_ref().unwrap()["seen"].as_u64(),
             Some(9_007_199_254_740_993)
         );
         // An integral float (a hand-repaired record) is read back normalised.
         let mut record = offer_record();
-        record.body.insert("float".into(), serde_json::json!(2.0));
+        std::sync::Arc::make_mut(&mut record.body).insert("float".into(), serde_json::json!(2.0));
         let Some(Value::Offer(o)) = round_trip(&offer("o1", Some(record))).value else {
             panic!()
         };
@@ -788,7 +850,7 @@ mod tests {
         let Some(Value::Offer(o)) = r.value else {
             panic!()
         };
-        assert_eq!(o.body, *serde_json::json!({"a": 1}).as_object().unwrap());
+        assert_eq!(*o.body, *serde_json::json!({"a": 1}).as_object().unwrap());
     }
 
     fn any_ts() -> impl Strategy<Value = Timestamp> {

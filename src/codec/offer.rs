@@ -130,12 +130,12 @@ pub fn decode_offer_state(bytes: &[u8]) -> Result<(OfferState, Timestamp), Decod
     let states = m
         .states
         .into_iter()
-        .map(|(stage, state)| Ok((stage, json_from_value("states", state)?)))
+        .map(|(stage, state)| Ok((stage, json_from_value("states", state)?.into())))
         .collect::<Result<_, DecodeError>>()?;
     let state = OfferState {
         offer: non_empty("offer_id", m.offer_id)?,
         version: m.version,
-        body,
+        body: body.into(),
         cause: m.cause,
         changed_fields: m.changed_fields,
         states,
@@ -318,13 +318,13 @@ mod tests {
         OfferState {
             offer: "o1".into(),
             version: 4,
-            body: body(json!({"status": "active", "price": 100, "price_predicted": 118.5})),
+            body: body(json!({"status": "active", "price": 100, "price_predicted": 118.5})).into(),
             cause: "stage:price".into(),
             changed_fields: vec!["price_predicted".into()],
             states: [
-                ("price".to_string(), json!({"model": 3})),
-                ("expire".to_string(), json!("2024-07-01")),
-                ("n".to_string(), json!([1, true])),
+                ("price".to_string(), json!({"model": 3}).into()),
+                ("expire".to_string(), json!("2024-07-01").into()),
+                ("n".to_string(), json!([1, true]).into()),
             ]
             .into(),
             deleted: false,
@@ -337,7 +337,7 @@ mod tests {
         let deleted = OfferState {
             offer: "o1".into(),
             version: u64::MAX,
-            body: Body::new(),
+            body: Body::new().into(),
             cause: "external".into(),
             changed_fields: vec!["price".into(), "status".into()],
             states: Default::default(),

@@ -162,7 +162,8 @@ pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeE
         .state
         .map(|s| json_from_value("state", s))
         .transpose()?
-        .filter(|s| !s.is_null());
+        .filter(|s| !s.is_null())
+        .map(crate::stage::State::new);
     Ok(StageRunCommand {
         stage: non_empty("stage", m.stage)?,
         offer: non_empty("offer_id", m.offer_id)?,
@@ -170,7 +171,7 @@ pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeE
         attempt: m.attempt,
         pass: m.pass,
         version: m.version,
-        body,
+        body: body.into(),
         state,
         deadline: required_ts("deadline", m.deadline.as_ref())?,
         source: Some(m.source).filter(|s| !s.is_empty()),
@@ -307,8 +308,9 @@ mod tests {
                 serde_json::json!({"status": "active", "price": 100, "ratio": 0.5, "tags": ["a"]})
                     .as_object()
                     .unwrap()
-                    .clone(),
-            state: Some(serde_json::json!({"model": 3})),
+                    .clone()
+                    .into(),
+            state: Some(serde_json::json!({"model": 3}).into()),
             deadline: ts("2024-06-01T00:01:00Z"),
             topic: "stage.price.runs".into(),
             source: None,
@@ -320,7 +322,7 @@ mod tests {
         let issued = ts("2024-06-01T00:00:00Z");
         let without_state = StageRunCommand {
             state: None,
-            body: Body::new(),
+            body: Body::new().into(),
             ..stage_command()
         };
         for format in [Format::Protobuf, Format::Json] {

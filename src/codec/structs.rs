@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use pbjson_types::value::Kind;
-use prost::encoding::{encode_key, encode_varint, WireType};
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 use serde::Serialize;
 use serde_json::{Map, Number, Value as Json};
@@ -125,7 +125,7 @@ pub(super) enum JsonField<'a> {
     /// A `google.protobuf.Value` field.
     Value(&'a Json),
     /// A `map<string, google.protobuf.Value>` field.
-    ValueMap(&'a BTreeMap<String, Json>),
+    ValueMap(&'a BTreeMap<String, crate::stage::State>),
 }
 
 /// Encodes `message` and then `fields` (field number, name in the schema,
@@ -193,7 +193,7 @@ fn json_with<M: Serialize>(message: &M, fields: &[(u32, &'static str, JsonField<
             JsonField::Value(v) => (*v).clone(),
             JsonField::ValueMap(map) => Json::Object(
                 map.iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.clone(), (**v).clone()))
                     .collect::<Map<_, _>>(),
             ),
         };
@@ -202,80 +202,150 @@ fn json_with<M: Serialize>(message: &M, fields: &[(u32, &'static str, JsonField<
     json
 }
 
-/// Appends `fields` to a protobuf encoding.
+/// Appends `fields` to a protobuf encoding. Lengths are computed first
+/// and every value is written straight into `buf` (no buffer per value).
 fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
+    buf.reserve(fields.iter().map(field_len).sum());
     for (tag, _, field) in fields {
         match field {
-            JsonField::Struct(body) => put_bytes(*tag, &struct_bytes(body), buf),
-            JsonField::Value(v) => put_bytes(*tag, &value_bytes(v), buf),
+            JsonField::Struct(body) => {
+                put_len(*tag, struct_len(body), buf);
+                put_struct(body, buf);
+            }
+            JsonField::Value(v) => {
+                put_len(*tag, value_len(v), buf);
+                put_value(v, buf);
+            }
             // A map is a repeated entry message {key = 1, value = 2}; the
             // BTreeMap gives key order.
             JsonField::ValueMap(map) => {
                 for (k, v) in *map {
-                    put_bytes(*tag, &entry_bytes(k, v), buf);
+                    put_len(*tag, entry_len(k, v), buf);
+                    put_entry(k, v, buf);
                 }
             }
         }
     }
 }
 
+/// Bytes [`put_fields`] writes for one field.
+fn field_len((tag, _, field): &(u32, &'static str, JsonField<'_>)) -> usize {
+    match field {
+        JsonField::Struct(body) => delimited_len(*tag, struct_len(body)),
+        JsonField::Value(v) => delimited_len(*tag, value_len(v)),
+        JsonField::ValueMap(map) => map
+            .iter()
+            .map(|(k, v)| delimited_len(*tag, entry_len(k, v)))
+            .sum(),
+    }
+}
+
 /// A length-delimited field.
 fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(bytes.len() as u64, buf);
+    put_len(tag, bytes.len(), buf);
     buf.extend_from_slice(bytes);
 }
 
-/// A `Struct`: `map<string, Value> fields = 1`, in key order.
-fn struct_bytes(body: &Body) -> Vec<u8> {
+/// The key and length of a length-delimited field whose `len` bytes follow.
+fn put_len(tag: u32, len: usize, buf: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(len as u64, buf);
+}
+
+/// Size of a length-delimited field of `len` bytes.
+fn delimited_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+/// The members of `body` in key order (borrowed as they are when they
+/// already are, as decoded bodies' members always are).
+fn in_key_order(body: &Body) -> Vec<(&String, &Json)> {
     let mut members: Vec<_> = body.iter().collect();
-    members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut buf = Vec::new();
-    for (k, v) in members {
-        put_bytes(1, &entry_bytes(k, v), &mut buf);
+    if !members.is_sorted_by(|a, b| a.0 <= b.0) {
+        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
     }
-    buf
+    members
+}
+
+/// A `Struct`: `map<string, Value> fields = 1`, in key order.
+fn put_struct(body: &Body, buf: &mut Vec<u8>) {
+    for (k, v) in in_key_order(body) {
+        put_len(1, entry_len(k, v), buf);
+        put_entry(k, v, buf);
+    }
+}
+
+fn struct_len(body: &Body) -> usize {
+    body.iter()
+        .map(|(k, v)| delimited_len(1, entry_len(k, v)))
+        .sum()
 }
 
 /// A map entry `{string key = 1; Value value = 2}`; like prost, an empty key
 /// is left out.
-fn entry_bytes(key: &str, value: &Json) -> Vec<u8> {
-    let mut buf = Vec::new();
+fn put_entry(key: &str, value: &Json, buf: &mut Vec<u8>) {
     if !key.is_empty() {
-        put_bytes(1, key.as_bytes(), &mut buf);
+        put_bytes(1, key.as_bytes(), buf);
     }
-    put_bytes(2, &value_bytes(value), &mut buf);
-    buf
+    put_len(2, value_len(value), buf);
+    put_value(value, buf);
+}
+
+fn entry_len(key: &str, value: &Json) -> usize {
+    let key = if key.is_empty() {
+        0
+    } else {
+        delimited_len(1, key.len())
+    };
+    key + delimited_len(2, value_len(value))
 }
 
 /// A `Value`: a oneof, so the member is written even when it is zero.
-fn value_bytes(json: &Json) -> Vec<u8> {
-    let mut buf = Vec::new();
+fn put_value(json: &Json, buf: &mut Vec<u8>) {
     match json {
         Json::Null => {
-            encode_key(1, WireType::Varint, &mut buf);
-            encode_varint(0, &mut buf);
+            encode_key(1, WireType::Varint, buf);
+            encode_varint(0, buf);
         }
         Json::Number(n) => {
-            encode_key(2, WireType::SixtyFourBit, &mut buf);
+            encode_key(2, WireType::SixtyFourBit, buf);
             buf.extend_from_slice(&as_f64(n).to_le_bytes());
         }
-        Json::String(s) => put_bytes(3, s.as_bytes(), &mut buf),
+        Json::String(s) => put_bytes(3, s.as_bytes(), buf),
         Json::Bool(b) => {
-            encode_key(4, WireType::Varint, &mut buf);
-            encode_varint(u64::from(*b), &mut buf);
+            encode_key(4, WireType::Varint, buf);
+            encode_varint(u64::from(*b), buf);
         }
-        Json::Object(map) => put_bytes(5, &struct_bytes(map), &mut buf),
+        Json::Object(map) => {
+            put_len(5, struct_len(map), buf);
+            put_struct(map, buf);
+        }
         Json::Array(items) => {
             // ListValue: `repeated Value values = 1`.
-            let mut list = Vec::new();
+            put_len(6, list_len(items), buf);
             for item in items {
-                put_bytes(1, &value_bytes(item), &mut list);
+                put_len(1, value_len(item), buf);
+                put_value(item, buf);
             }
-            put_bytes(6, &list, &mut buf);
         }
     }
-    buf
+}
+
+fn value_len(json: &Json) -> usize {
+    match json {
+        Json::Null | Json::Bool(_) => key_len(1) + 1,
+        Json::Number(_) => key_len(2) + 8,
+        Json::String(s) => delimited_len(3, s.len()),
+        Json::Object(map) => delimited_len(5, struct_len(map)),
+        Json::Array(items) => delimited_len(6, list_len(items)),
+    }
+}
+
+fn list_len(items: &[Json]) -> usize {
+    items
+        .iter()
+        .map(|item| delimited_len(1, value_len(item)))
+        .sum()
 }
 
 #[cfg(test)]
@@ -312,9 +382,9 @@ mod tests {
     fn canonical_bytes_decode_as_prost_would() {
         let body = sample();
         let state = json!({"model": 3, "tags": ["a", "b"]});
-        let states: BTreeMap<String, Json> = [
-            ("price".to_string(), json!(2)),
-            ("a".to_string(), json!({"x": null})),
+        let states: BTreeMap<String, crate::stage::State> = [
+            ("price".to_string(), json!(2).into()),
+            ("a".to_string(), json!({"x": null}).into()),
         ]
         .into();
         let bytes = encode_with_json(
@@ -345,6 +415,44 @@ mod tests {
         );
         let m = v1::RunCommand::decode(bytes.as_slice()).unwrap();
         assert_eq!(json_from_value("state", m.state.unwrap()).unwrap(), state);
+    }
+
+    /// Any JSON value: nested objects and lists of every kind.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Json> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::Bool),
+            any::<i32>().prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|f| json!(f)),
+            "[a-zé ]{0,300}".prop_map(Json::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Json::Array),
+                proptest::collection::vec(("[a-z]{0,4}", inner), 0..8)
+                    .prop_map(|members| Json::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Lengths are computed apart from the bytes: they must agree, and
+        /// what is written must decode as prost reads it.
+        #[test]
+        fn lengths_match_the_bytes_and_values_round_trip(value in any_json()) {
+            let mut buf = Vec::new();
+            put_value(&value, &mut buf);
+            proptest::prop_assert_eq!(buf.len(), value_len(&value));
+            let decoded = pbjson_types::Value::decode(buf.as_slice()).unwrap();
+            let mut expected = value.clone();
+            normalize(&mut expected);
+            proptest::prop_assert_eq!(json_from_value("v", decoded).unwrap(), expected);
+            let field = [(3, "body", JsonField::Value(&value))];
+            let mut fields = Vec::new();
+            put_fields(&field, &mut fields);
+            proptest::prop_assert_eq!(fields.len(), field_len(&field[0]));
+        }
     }
 
     #[test]

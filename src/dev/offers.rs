@@ -461,7 +461,7 @@ mod tests {
             attempt: 1,
             pass: 7,
             version,
-            body: super::body(body),
+            body: super::body(body).into(),
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
             topic: String::new(),
@@ -582,11 +582,14 @@ mod tests {
     #[test]
     fn offer_state_lines() {
         let mut states = BTreeMap::new();
-        states.insert("price".to_string(), json!({"model": 3, "price": 640}));
+        states.insert(
+            "price".to_string(),
+            json!({"model": 3, "price": 640}).into(),
+        );
         let state = OfferState {
             offer: "o-1001".into(),
             version: 2,
-            body: body(json!({"price": 640, "price_predicted": 608, "status": "active"})),
+            body: body(json!({"price": 640, "price_predicted": 608, "status": "active"})).into(),
             cause: "stage:price".into(),
             changed_fields: vec!["price_predicted".into()],
             states,

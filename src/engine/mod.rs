@@ -391,6 +391,12 @@ impl Engine {
         self.offers.view(id)
     }
 
+    /// An offer's current body, if this shard has the offer (and it is not
+    /// deleted).
+    pub fn offer_body(&self, id: &str) -> Option<&crate::offer::Body> {
+        self.offers.body(id)
+    }
+
     /// The run in flight of `stage` on `offer`: `(run id, pass, version)`.
     pub fn stage_run(&self, stage: &str, offer: &str) -> Option<(String, u64, u64)> {
         self.offers.current_run(stage, offer)

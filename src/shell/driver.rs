@@ -208,10 +208,10 @@ fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
         _ => return Ok(()),
     };
     // A new offer starts from `{}`: the patch alone was checked.
-    let Some(view) = engine.offer_view(id) else {
+    let Some(body) = engine.offer_body(id) else {
         return Ok(());
     };
-    let body = crate::offer::patched(&view.body, patch);
+    let body = crate::offer::patched(body, patch);
     limits::check_object(field, &body, limits::MAX_BODY_BYTES).map_err(|e| match e {
         DecodeError::FieldTooLarge { size, limit, .. } => DecodeError::InvalidField {
             field,

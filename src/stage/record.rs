@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::Lane;
-use crate::offer::Body;
+use crate::offer::SharedBody;
 use crate::run::RunSlot;
 
 /// One offer with every stage's slot on it.
@@ -16,12 +16,12 @@ pub struct OfferRecord {
     /// Bumped by every committed change (body or any stage state).
     pub version: u64,
     /// The current body.
-    pub body: Body,
+    pub body: SharedBody,
     /// When the current version was committed.
     pub updated_at: Timestamp,
     /// Stage name → its slot; stages with a default slot are left out.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub stages: BTreeMap<String, SlotRecord>,
+    #[serde(default, skip_serializing_if = "Slots::is_empty")]
+    pub stages: Slots,
     /// The ping-pong guard's counters.
     #[serde(default, skip_serializing_if = "Guard::is_default")]
     pub guard: Guard,
@@ -31,6 +31,67 @@ pub struct OfferRecord {
     pub deleted: bool,
 }
 
+/// Stage name → slot, in name order: a map, kept as a list because a
+/// record is built at every step of an offer and has a few stages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Slots(Vec<(String, SlotRecord)>);
+
+impl Slots {
+    /// The slot of `stage`.
+    pub fn get(&self, stage: &str) -> Option<&SlotRecord> {
+        self.0
+            .binary_search_by(|(name, _)| name.as_str().cmp(stage))
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|(_, slot)| slot)
+    }
+
+    /// Whether no stage has a slot.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The slots, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &SlotRecord)> {
+        self.0.iter().map(|(name, slot)| (name, slot))
+    }
+}
+
+/// In name order; of two slots of one stage, the last.
+impl FromIterator<(String, SlotRecord)> for Slots {
+    fn from_iter<I: IntoIterator<Item = (String, SlotRecord)>>(iter: I) -> Slots {
+        iter.into_iter().collect::<Vec<_>>().into()
+    }
+}
+
+/// In name order; of two slots of one stage, the last.
+impl From<Vec<(String, SlotRecord)>> for Slots {
+    fn from(mut slots: Vec<(String, SlotRecord)>) -> Slots {
+        slots.reverse();
+        slots.sort_by(|a, b| a.0.cmp(&b.0));
+        slots.dedup_by(|later, first| later.0 == first.0);
+        Slots(slots)
+    }
+}
+
+impl Serialize for Slots {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Slots {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Slots, D::Error> {
+        let map = BTreeMap::<String, SlotRecord>::deserialize(deserializer)?;
+        Ok(Slots(map.into_iter().collect()))
+    }
+}
+
+/// A stage's state for one offer: shared by its slot and everything that
+/// carries it at one version (run commands, offer states, records), so
+/// nothing copies a state to send or store it; a result replaces it.
+pub type State = std::sync::Arc<serde_json::Value>;
+
 /// A stage's slot on one offer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRecord {
@@ -39,7 +100,7 @@ pub struct SlotRecord {
     pub slot: RunSlot,
     /// The stage's own state for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<serde_json::Value>,
+    pub state: Option<State>,
     /// When the stage wakes for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<Timestamp>,

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use super::{OfferRt, Offers};
 use crate::action::{Action, Event, OfferState};
 use crate::engine::Error;
-use crate::offer::{self, Body, Change, OfferChange};
+use crate::offer::{self, Body, Change, OfferChange, SharedBody};
 use crate::run::add;
 use crate::stage::expr::Scope;
 use crate::stage::Lane;
@@ -32,7 +32,7 @@ impl Offers {
                 offer::patched(current, &patch)
             }
         };
-        let old = self.live(&id).map(|rt| &rt.body);
+        let old = self.live(&id).map(|rt| &*rt.body);
         if old == Some(&body) {
             return Ok(());
         }
@@ -40,7 +40,7 @@ impl Offers {
         let changed = offer::changed_fields(old, &body);
         let rt = self.map.entry(id.clone()).or_insert_with(|| OfferRt {
             version: 0,
-            body: Body::new(),
+            body: SharedBody::default(),
             updated_at: now,
             slots: Vec::new(),
             guard: Default::default(),
@@ -54,7 +54,7 @@ impl Offers {
                 super::OfferTimer::Bury(id.clone()),
             );
         }
-        rt.body = body;
+        rt.body = SharedBody::new(body);
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
         self.react(&id, &changed, is_new, None, now)
     }
@@ -103,6 +103,11 @@ impl Offers {
         })
     }
 
+    /// The body of the offer if it exists (not deleted).
+    pub(in crate::engine) fn body(&self, id: &str) -> Option<&Body> {
+        self.live(id).map(|rt| &*rt.body)
+    }
+
     /// The offer if it exists (not deleted).
     pub(super) fn live(&self, id: &str) -> Option<&OfferRt> {
         self.map.get(id).filter(|rt| !rt.deleted)
@@ -119,7 +124,7 @@ impl Offers {
         let removed = offer::changed_fields(Some(&rt.body), &Body::new());
         let mut last = self.offer_state(id, EXTERNAL.to_string(), removed)?;
         last.version += 1;
-        last.body = Body::new();
+        last.body = SharedBody::default();
         last.states.clear();
         last.deleted = true;
         self.hide_queued(id);
@@ -129,7 +134,7 @@ impl Offers {
             rt,
             OfferRt {
                 version: last.version,
-                body: Body::new(),
+                body: SharedBody::default(),
                 updated_at: now,
                 // Only the run counters survive, so run ids and passes never repeat.
                 slots: rt

@@ -69,7 +69,9 @@ impl Offers {
         };
         let applied = rt.version == expected;
         if applied {
-            let state = Some(state).filter(|v| !v.is_null());
+            let state = Some(state)
+                .filter(|v| !v.is_null())
+                .map(crate::stage::State::new);
             let slot = rt.slot_mut(s);
             if slot.state != state {
                 slot.state = state;

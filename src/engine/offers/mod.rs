@@ -29,7 +29,7 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
 use crate::engine::{bug, Error};
-use crate::offer::Body;
+use crate::offer::SharedBody;
 use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
 use crate::stage::limit::{self, Bucket};
@@ -83,7 +83,7 @@ struct StageRt {
 #[derive(Debug, Clone, PartialEq)]
 struct OfferRt {
     version: u64,
-    body: Body,
+    body: SharedBody,
     updated_at: Timestamp,
     /// Stage index → slot; only stages whose slot is not default.
     slots: Vec<(u16, SlotRecord)>,
@@ -104,6 +104,8 @@ impl OfferRt {
         let k = match self.slots.iter().position(|(k, _)| *k == s) {
             Some(k) => k,
             None => {
+                // Offers are many and stages few: no room to spare.
+                self.slots.reserve_exact(1);
                 self.slots.push((s, SlotRecord::default()));
                 self.slots.len() - 1
             }
@@ -112,7 +114,7 @@ impl OfferRt {
     }
 
     fn state(&self, s: u16) -> Option<&serde_json::Value> {
-        self.slot(s).and_then(|x| x.state.as_ref())
+        self.slot(s).and_then(|x| x.state.as_deref())
     }
 
     /// A stage runs on it: no other may start.
@@ -392,20 +394,17 @@ impl Offers {
 
     fn offer_record(&self, id: &str) -> ChangelogRecord {
         let value = self.map.get(id).map(|rt| {
-            let stages = rt
-                .slots
-                .iter()
-                .filter(|(_, slot)| !slot.is_default())
-                .filter_map(|(s, slot)| {
-                    let name = self.stages.get(*s as usize)?.def.name.clone();
-                    Some((name, slot.clone()))
-                })
-                .collect();
+            let mut stages = Vec::with_capacity(rt.slots.len());
+            for (s, slot) in &rt.slots {
+                if let Some(st) = self.stages.get(*s as usize).filter(|_| !slot.is_default()) {
+                    stages.push((st.def.name.clone(), slot.clone()));
+                }
+            }
             Value::Offer(Box::new(OfferRecord {
                 version: rt.version,
                 body: rt.body.clone(),
                 updated_at: rt.updated_at,
-                stages,
+                stages: stages.into(),
                 guard: rt.guard.clone(),
                 deleted: rt.deleted,
             }))

@@ -114,10 +114,11 @@ impl Offers {
         auto: bool,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let def = self.stage(s)?.def.clone();
+        let def = &self.stage(s)?.def;
+        let (stage, topic, timeout) = (def.name.clone(), def.topic.clone(), def.run.timeout);
         let rt = self.offer(id)?;
         let (version, body) = (rt.version, rt.body.clone());
-        let target = target(&def.name, id);
+        let target = target(&stage, id);
         let (slot, mut alarms) = self.slot_mut(s, id)?;
         if let Some(due) = slot.timer.filter(|at| *at <= now) {
             // A pass sent at or after the stage's wake-up covers it.
@@ -127,10 +128,9 @@ impl Offers {
             slot.timer = None;
         }
         let run = if fresh {
-            slot.slot.start(&target, def.run.timeout, now, &mut alarms)
+            slot.slot.start(&target, timeout, now, &mut alarms)
         } else {
-            slot.slot
-                .reissue(&target, def.run.timeout, now, &mut alarms)
+            slot.slot.reissue(&target, timeout, now, &mut alarms)
         }
         .clone();
         slot.run_version = version;
@@ -142,7 +142,7 @@ impl Offers {
         };
         self.dirty.insert(id.to_string());
         self.out.push(Action::StageRun(StageRunCommand {
-            stage: def.name,
+            stage,
             offer: id.to_string(),
             run_id: run.run_id,
             attempt: run.attempt,
@@ -152,7 +152,7 @@ impl Offers {
             state,
             deadline: run.deadline,
             source,
-            topic: def.topic,
+            topic,
         }));
         Ok(())
     }
@@ -216,13 +216,13 @@ impl Offers {
         }
         let body = match &result.stage.update {
             None => rt.body.clone(),
-            Some(Update::Patch(patch)) => offer::patched(&rt.body, patch),
-            Some(Update::Body(body)) => body.clone(),
+            Some(Update::Patch(patch)) => offer::SharedBody::new(offer::patched(&rt.body, patch)),
+            Some(Update::Body(body)) => offer::SharedBody::new(body.clone()),
         };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
-            Some(state) => Some(state),
+            Some(state) => Some(crate::stage::State::new(state)),
         };
         let changed = offer::changed_fields(Some(&rt.body), &body);
         let state_changed = state != slot.state;

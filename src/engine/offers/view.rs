@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::Offers;
-use crate::offer::Body;
+use crate::offer::SharedBody;
 use crate::stage::{Lane, Phase};
 
 /// An offer with every stage's slot on it (`/offers/{id}`).
@@ -18,7 +18,7 @@ pub struct OfferView {
     /// Current version: the `version` a stage state compare-and-set expects.
     pub version: u64,
     /// Current body.
-    pub body: Body,
+    pub body: SharedBody,
     /// When the current version was committed.
     pub updated_at: Timestamp,
     /// Stage runs are parked by the ping-pong guard until then.
@@ -35,7 +35,7 @@ pub struct SlotView {
     pub phase: Phase,
     /// The stage's state.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<serde_json::Value>,
+    pub state: Option<crate::stage::State>,
     /// The stage's timer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timer: Option<Timestamp>,
