@@ -7,7 +7,7 @@
 //! as it was (a Struct number is a double).
 
 use super::error::DecodeError;
-use super::time::{optional_ts, proto_map, required_ts, timestamp_to_proto, ts_map};
+use super::time::{optional_ts, proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map};
 use super::wire::{decode, encode, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};
@@ -44,7 +44,7 @@ pub fn changelog_key(store: Store, key: &str) -> String {
 pub fn encode_changelog(record: ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) {
     let key = changelog_key(record.store, &record.key).into_bytes();
     let value = record.value.map(|v| match v {
-        Value::Task(task) => encode(&task_to_proto(*task), Format::Protobuf),
+        Value::Task(task) => encode_task(*task),
         Value::Offer(offer) => encode_offer(&offer),
         Value::Rescan(rescan) => encode(&rescan_to_proto(&rescan), Format::Protobuf),
         Value::Process(r) => encode(&super::process::key_to_proto(&r), Format::Protobuf),
@@ -128,6 +128,21 @@ fn state_from_proto(state: i32) -> Result<TaskState, DecodeError> {
         v1::TaskState::Dead => TaskState::Dead,
         v1::TaskState::Paused => TaskState::Paused,
     })
+}
+
+/// Field numbers of `TaskRecord.snapshot` and `TaskRecord.last_seen`.
+const TASK_SNAPSHOT: u32 = 9;
+const TASK_LAST_SEEN: u32 = 10;
+
+/// A task record in protobuf: its maps of parameter values are written
+/// after the other fields, straight from the record (see [`put_ts_map`]).
+fn encode_task(mut r: TaskRecord) -> Vec<u8> {
+    let snapshot = std::mem::take(&mut r.snapshot);
+    let last_seen = std::mem::take(&mut r.last_seen);
+    let mut buf = encode(&task_to_proto(r), Format::Protobuf);
+    put_ts_map(TASK_SNAPSHOT, &snapshot, &mut buf);
+    put_ts_map(TASK_LAST_SEEN, &last_seen, &mut buf);
+    buf
 }
 
 fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {

@@ -4,7 +4,7 @@ use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
-use super::time::{proto_map, required_ts, timestamp_to_proto};
+use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto};
 use super::wire::{decode, encode, Format};
 use crate::action::{RunCommand, StageRunCommand, StepRunCommand};
 use crate::offer::Body;
@@ -92,14 +92,13 @@ pub fn encode_run_command(
     format: Format,
 ) -> Vec<u8> {
     // Taken by value: the command's strings move into the message.
-    let m = v1::RunCommand {
+    let mut m = v1::RunCommand {
         run_id: command.run_id,
         kind: KIND_TASK.to_string(),
         task: command.task,
         attempt: command.attempt,
         pass: command.pass,
         params: command.params,
-        snapshot: proto_map(command.snapshot),
         deadline: Some(timestamp_to_proto(command.deadline)),
         reply_topic: reply_topic.to_string(),
         reply_key: reply_key.to_string(),
@@ -107,8 +106,21 @@ pub fn encode_run_command(
         source: command.source.unwrap_or_default(),
         ..Default::default()
     };
-    encode(&m, format)
+    match format {
+        Format::Protobuf => {
+            let mut buf = encode(&m, format);
+            put_ts_map(RUN_SNAPSHOT, &command.snapshot, &mut buf);
+            buf
+        }
+        Format::Json => {
+            m.snapshot = proto_map(command.snapshot);
+            encode(&m, format)
+        }
+    }
 }
+
+/// Field number of `RunCommand.snapshot`.
+const RUN_SNAPSHOT: u32 = 7;
 
 /// Encodes a stage run command with where to reply and when it was issued.
 /// The reply key is the offer id, so that the result reaches the partition

@@ -1,7 +1,12 @@
 //! Timestamps between jiff (the core) and `google.protobuf.Timestamp`.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use pbjson_types::Timestamp as ProtoTimestamp;
+use prost::encoding::{
+    encode_key, encode_varint, encoded_len_varint, key_len, message, string, WireType,
+};
 
 use super::error::DecodeError;
 
@@ -11,11 +16,17 @@ const NANOS_PER_SECOND: i128 = 1_000_000_000;
 /// and non-negative nanos, while jiff gives both the sign of `t`, so
 /// instants before 1970 are normalised.
 pub fn timestamp_to_proto(t: Timestamp) -> ProtoTimestamp {
-    let nanos = t.as_nanosecond();
-    ProtoTimestamp {
-        // Both fit: jiff's range is far inside i64 seconds.
-        seconds: nanos.div_euclid(NANOS_PER_SECOND) as i64,
-        nanos: nanos.rem_euclid(NANOS_PER_SECOND) as i32,
+    // jiff's parts share the sign of `t` (-1.5 s is -1 s and -500,000,000
+    // ns): borrow a second for the nanos. No 128-bit division: every
+    // output carries timestamps.
+    let (seconds, nanos) = (t.as_second(), t.subsec_nanosecond());
+    if nanos < 0 {
+        ProtoTimestamp {
+            seconds: seconds - 1,
+            nanos: nanos + 1_000_000_000,
+        }
+    } else {
+        ProtoTimestamp { seconds, nanos }
     }
 }
 
@@ -67,6 +78,50 @@ pub(super) fn proto_map(
         .collect()
 }
 
+/// Appends `map<string, google.protobuf.Timestamp>` field `tag` to a
+/// protobuf encoding as prost writes one (an entry per key in key order, a
+/// default key or value left out), straight from the core's map: the
+/// messages Reactor writes per record carry such maps, and building a
+/// second map of protobuf timestamps for each would be all overhead.
+pub(super) fn put_ts_map(tag: u32, map: &BTreeMap<String, Timestamp>, buf: &mut Vec<u8>) {
+    buf.reserve(ts_map_len(tag, map));
+    for (key, value) in map {
+        let value = timestamp_to_proto(*value);
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(entry_len(key, &value) as u64, buf);
+        if !key.is_empty() {
+            string::encode(1, key, buf);
+        }
+        if value != ProtoTimestamp::default() {
+            message::encode(2, &value, buf);
+        }
+    }
+}
+
+/// Bytes [`put_ts_map`] appends.
+fn ts_map_len(tag: u32, map: &BTreeMap<String, Timestamp>) -> usize {
+    map.iter()
+        .map(|(key, value)| {
+            let n = entry_len(key, &timestamp_to_proto(*value));
+            key_len(tag) + encoded_len_varint(n as u64) + n
+        })
+        .sum()
+}
+
+fn entry_len(key: &str, value: &ProtoTimestamp) -> usize {
+    let key = if key.is_empty() {
+        0
+    } else {
+        key_len(1) + encoded_len_varint(key.len() as u64) + key.len()
+    };
+    let value = if *value == ProtoTimestamp::default() {
+        0
+    } else {
+        message::encoded_len(2, value)
+    };
+    key + value
+}
+
 fn convert(field: &'static str, t: &ProtoTimestamp) -> Result<Timestamp, DecodeError> {
     timestamp_from_proto(t).map_err(|e| DecodeError::InvalidField {
         field,
@@ -111,6 +166,30 @@ mod tests {
     }
 
     #[test]
+    fn a_default_key_or_value_is_left_out_as_prost_does() {
+        let map: BTreeMap<String, Timestamp> = [
+            (String::new(), Timestamp::UNIX_EPOCH),
+            ("a/b".to_string(), Timestamp::UNIX_EPOCH),
+        ]
+        .into();
+        let mut buf = Vec::new();
+        put_ts_map(9, &map, &mut buf);
+        let mut expected = Vec::new();
+        prost::encoding::btree_map::encode(
+            string::encode,
+            string::encoded_len,
+            message::encode,
+            message::encoded_len,
+            9,
+            &proto_map(map),
+            &mut expected,
+        );
+        assert_eq!(buf, expected);
+        // Two entries: one empty, one with only its key.
+        assert_eq!(buf, [0x4a, 0, 0x4a, 5, 0x0a, 3, b'a', b'/', b'b']);
+    }
+
+    #[test]
     fn limits_round_trip() {
         for t in [Timestamp::MIN, Timestamp::MAX, Timestamp::UNIX_EPOCH] {
             assert_eq!(timestamp_from_proto(&timestamp_to_proto(t)).unwrap(), t);
@@ -118,6 +197,32 @@ mod tests {
     }
 
     proptest! {
+        /// Written as prost writes the map: the same bytes.
+        #[test]
+        fn a_map_is_written_as_prost_writes_it(
+            map in proptest::collection::btree_map(
+                "[a-z./_]{0,12}",
+                (-100_000i64..100_000, 0i32..1_000_000_000)
+                    .prop_map(|(s, n)| Timestamp::new(s, n).unwrap()),
+                0..6,
+            ),
+        ) {
+            let mut buf = Vec::new();
+            put_ts_map(7, &map, &mut buf);
+            prop_assert_eq!(buf.len(), ts_map_len(7, &map));
+            let mut expected = Vec::new();
+            prost::encoding::btree_map::encode(
+                string::encode,
+                string::encoded_len,
+                message::encode,
+                message::encoded_len,
+                7,
+                &proto_map(map.clone()),
+                &mut expected,
+            );
+            prop_assert_eq!(buf, expected);
+        }
+
         #[test]
         fn round_trips(
             secs in Timestamp::MIN.as_second()..Timestamp::MAX.as_second(),

@@ -125,7 +125,8 @@ impl Runtime {
                     {
                         ends.remove(&m.partition());
                     }
-                    self.on_ctl(&m);
+                    let now = self.now();
+                    self.on_ctl(&m, now);
                 }
             }
             // Control records (transaction markers) are never delivered: the
@@ -170,12 +171,15 @@ impl Runtime {
             }
         };
         let ctl = Arc::clone(&self.ctl);
+        // One reading of the clock for the batch: it is taken in well under
+        // a millisecond, and the clock is read per record otherwise.
+        let now = self.now();
         for _ in 0..MAX_POLL_BATCH {
             match ctl.poll(Duration::ZERO) {
                 None => break,
                 Some(Ok(m)) => {
                     n += 1;
-                    self.on_ctl(&m);
+                    self.on_ctl(&m, now);
                 }
                 Some(Err(KafkaError::PartitionEOF(_))) => {}
                 Some(Err(e)) => {
@@ -188,9 +192,9 @@ impl Runtime {
         Ok(n)
     }
 
-    /// Applies one CTL change to the table and to the owned shards whose
-    /// tasks name its parameter (the others would ignore it).
-    pub(super) fn on_ctl(&mut self, m: &BorrowedMessage<'_>) {
+    /// Applies one CTL change at `now` to the table and to the owned shards
+    /// whose tasks name its parameter (the others would ignore it).
+    pub(super) fn on_ctl(&mut self, m: &BorrowedMessage<'_>, now: jiff::Timestamp) {
         if m.payload().is_none() {
             // A tombstone removes nothing: a parameter's value never disappears.
             return;
@@ -207,7 +211,6 @@ impl Runtime {
         if let Some(slot) = self.table.get_mut(id.index()) {
             *slot = Some(change.value);
         }
-        let now = self.now();
         let ctx = Context {
             settings: &self.options.config.kafka,
             max_record_bytes: self.max_record_bytes,
