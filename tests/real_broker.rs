@@ -588,7 +588,7 @@ fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
     assert_eq!(committed.offer, "o1");
     assert_eq!(committed.changed_fields, ["price_predicted"]);
     assert_eq!(committed.body["price_predicted"], 118);
-    assert_eq!(committed.states["price"], serde_json::json!({"model": 3}));
+    assert_eq!(*committed.states["price"], serde_json::json!({"model": 3}));
     instance.stop();
 }
 
