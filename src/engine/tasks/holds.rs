@@ -34,12 +34,12 @@ impl Tasks {
                 {
                     continue;
                 }
-                let rt = &mut self.task_mut(h)?.rt;
-                match &mut rt.hold {
+                let rare = self.task_mut(h)?.rt.rare_mut();
+                match &mut rare.hold {
                     Some(hold) => hold.awaiting_data = false,
                     None => {
                         let until = add(now, hold_max.get());
-                        rt.hold = Some(Hold {
+                        rare.hold = Some(Hold {
                             until,
                             awaiting_data: false,
                         });
@@ -60,11 +60,18 @@ impl Tasks {
         let produces = self.task(producer)?.def.produces.clone();
         for p in produces {
             for h in self.waiting_on(p) {
-                if self.task(h)?.rt.hold.is_none() || self.other_producer_running(h, producer)? {
+                if self.task(h)?.rt.rare().hold.is_none()
+                    || self.other_producer_running(h, producer)?
+                {
                     continue;
                 }
                 if success {
-                    if let Some(hold) = &mut self.task_mut(h)?.rt.hold {
+                    if let Some(hold) = self
+                        .task_mut(h)?
+                        .rt
+                        .rare_set()
+                        .and_then(|rare| rare.hold.as_mut())
+                    {
                         hold.awaiting_data = true;
                     }
                     self.mark(h)?;
@@ -90,7 +97,13 @@ impl Tasks {
     /// After a waiting task was evaluated on new data: if it stayed idle and
     /// no producer is running any more, the data it was held for has come.
     pub(super) fn settle_hold(&mut self, h: u32, _now: Timestamp) -> Result<(), Error> {
-        if self.task(h)?.rt.hold.is_some_and(|hold| hold.awaiting_data) {
+        if self
+            .task(h)?
+            .rt
+            .rare()
+            .hold
+            .is_some_and(|hold| hold.awaiting_data)
+        {
             self.release_hold(h)?;
         }
         Ok(())
@@ -99,7 +112,7 @@ impl Tasks {
     /// Ends a task's hold, if it has one, and lets its pool dispatch.
     pub(super) fn release_hold(&mut self, h: u32) -> Result<(), Error> {
         let task = self.task_mut(h)?;
-        let Some(hold) = task.rt.hold.take() else {
+        let Some(hold) = task.rt.rare_set().and_then(|rare| rare.hold.take()) else {
             return Ok(());
         };
         let pool = task.def.pool;

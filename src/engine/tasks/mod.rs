@@ -61,6 +61,17 @@ struct TaskRt {
     snapshot: Vec<(ParamId, Timestamp)>,
     last_seen: Vec<(ParamId, Timestamp)>,
     last_success: Option<Timestamp>,
+    /// What few tasks carry (see [`Rare`]); `None` while all of it is unset.
+    rare: Option<Box<Rare>>,
+    /// Changed in the current step; not part of the record.
+    dirty: bool,
+}
+
+/// The part of a task's state only some tasks ever set (an SLA, a hold, a
+/// launch, a recovery, a cron schedule, a pause), kept apart: a shard holds
+/// up to millions of tasks, most of which set none of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Rare {
     sla_due: Option<Timestamp>,
     hold: Option<Hold>,
     pause_requested: bool,
@@ -74,8 +85,41 @@ struct TaskRt {
     /// What caused the current run (`op:ID`: a recovery, queued in the
     /// pool's low-priority lane); cleared when it succeeds or dies.
     source: Option<String>,
-    /// Changed in the current step; not part of the record.
-    dirty: bool,
+}
+
+/// What a task without a [`Rare`] part reads.
+static UNSET: Rare = Rare {
+    sla_due: None,
+    hold: None,
+    pause_requested: false,
+    launch: None,
+    again: None,
+    cron_at: None,
+    source: None,
+};
+
+impl TaskRt {
+    /// The rarely set part (all unset when there is none).
+    fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&UNSET)
+    }
+
+    /// The rarely set part, to set something in it.
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// The rarely set part if there is one: to clear something in it.
+    fn rare_set(&mut self) -> Option<&mut Rare> {
+        self.rare.as_deref_mut()
+    }
+
+    /// Drops the rarely set part once nothing in it is set.
+    fn tidy(&mut self) {
+        if self.rare.as_deref() == Some(&UNSET) {
+            self.rare = None;
+        }
+    }
 }
 
 /// One task: what it is and where it is.
@@ -281,16 +325,16 @@ impl Tasks {
         }
         for i in 0..self.count() {
             let task = self.task_mut(i)?;
-            if let (Some(every), None) = (task.def.expect_every, task.rt.sla_due) {
+            if let (Some(every), None) = (task.def.expect_every, task.rt.rare().sla_due) {
                 let due = crate::run::add(now, every.get());
-                task.rt.sla_due = Some(due);
+                task.rt.rare_mut().sla_due = Some(due);
                 self.timers.arm(due, (TimerKind::Sla, i));
                 self.mark(i)?;
             }
             let task = self.task_mut(i)?;
-            if let (Some(cron), None) = (&task.def.schedule, task.rt.cron_at) {
+            if let (Some(cron), None) = (&task.def.schedule, task.rt.rare().cron_at) {
                 if let Some(at) = cron.next_after(now, &task.def.time_zone) {
-                    task.rt.cron_at = Some(at);
+                    task.rt.rare_mut().cron_at = Some(at);
                     self.timers.arm(at, (TimerKind::Cron, i));
                     self.mark(i)?;
                 }
@@ -418,7 +462,9 @@ impl Tasks {
         }
         out.append(&mut self.out);
         for i in std::mem::take(&mut self.dirty) {
-            self.task_mut(i)?.rt.dirty = false;
+            let rt = &mut self.task_mut(i)?.rt;
+            rt.dirty = false;
+            rt.tidy();
             let record = self.record(i)?;
             out.push(Action::Changelog(record));
         }
@@ -548,22 +594,22 @@ impl Tasks {
             match rt.slot.phase {
                 TaskState::Running => pool.running += 1,
                 TaskState::Queued => pool.queue.push(
-                    rt.source.is_some(),
+                    rt.rare().source.is_some(),
                     def.priority,
                     rt.queued_at.unwrap_or(Timestamp::MIN),
                     i,
                 ),
                 _ => {}
             }
-            if let Some(hold) = rt.hold {
+            if let Some(hold) = rt.rare().hold {
                 pool.holds.push(i);
                 timers.arm(hold.until, (TimerKind::Hold, i));
             }
             rt.slot.rearm(&mut TaskAlarms { timers, task: i });
-            if let Some(at) = rt.sla_due {
+            if let Some(at) = rt.rare().sla_due {
                 timers.arm(at, (TimerKind::Sla, i));
             }
-            if let Some(at) = rt.cron_at {
+            if let Some(at) = rt.rare().cron_at {
                 timers.arm(at, (TimerKind::Cron, i));
             }
         }

@@ -87,7 +87,7 @@ impl Tasks {
         if *mode == Mode::FromStart {
             task.rt.slot.failures = 0;
         }
-        task.rt.source = Some(source.to_string());
+        task.rt.rare_mut().source = Some(source.to_string());
         let subject = Subject::task(&task.def.id);
         self.out.push(Action::Event(Event::Recovered {
             subject,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::{TaskRt, Tasks};
+use super::{Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::ctl::{ParamId, ParamName};
 use crate::engine::Error;
@@ -29,13 +29,13 @@ impl Tasks {
             snapshot: named(&rt.snapshot),
             last_seen: named(&rt.last_seen),
             last_success: rt.last_success,
-            sla_due: rt.sla_due,
-            hold: rt.hold,
-            pause_requested: rt.pause_requested,
-            launch: rt.launch.clone(),
-            again: rt.again.clone(),
-            cron_at: rt.cron_at,
-            source: rt.source.clone(),
+            sla_due: rt.rare().sla_due,
+            hold: rt.rare().hold,
+            pause_requested: rt.rare().pause_requested,
+            launch: rt.rare().launch.clone(),
+            again: rt.rare().again.clone(),
+            cron_at: rt.rare().cron_at,
+            source: rt.rare().source.clone(),
         };
         Ok(ChangelogRecord {
             store: Store::Task,
@@ -58,21 +58,25 @@ impl Tasks {
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };
-        Ok(TaskRt {
+        let mut rt = TaskRt {
             slot: r.slot.clone(),
             since: r.since,
             queued_at: r.queued_at,
             snapshot: ids(&r.snapshot)?,
             last_seen: ids(&r.last_seen)?,
             last_success: r.last_success,
-            sla_due: r.sla_due,
-            hold: r.hold,
-            pause_requested: r.pause_requested,
-            launch: r.launch.clone(),
-            again: r.again.clone(),
-            cron_at: r.cron_at,
-            source: r.source.clone(),
+            rare: Some(Box::new(Rare {
+                sla_due: r.sla_due,
+                hold: r.hold,
+                pause_requested: r.pause_requested,
+                launch: r.launch.clone(),
+                again: r.again.clone(),
+                cron_at: r.cron_at,
+                source: r.source.clone(),
+            })),
             dirty: false,
-        })
+        };
+        rt.tidy();
+        Ok(rt)
     }
 }

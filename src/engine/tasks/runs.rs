@@ -65,7 +65,7 @@ impl Tasks {
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
         rt.queued_at = Some(now);
-        let low = rt.source.is_some();
+        let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
         self.pending(pool)
@@ -81,11 +81,13 @@ impl Tasks {
             self.pool_mut(pool)?.queue.pop();
             self.task_mut(i)?.rt.queued_at = None;
             // A launched task runs now: its trigger is not asked.
-            if self.task(i)?.rt.launch.is_some() || self.eval(i, now)? {
+            if self.task(i)?.rt.rare().launch.is_some() || self.eval(i, now)? {
                 self.dispatch(i, now)?;
             } else {
                 // Nothing to run, a recovery's task included.
-                self.task_mut(i)?.rt.source = None;
+                if let Some(rare) = self.task_mut(i)?.rt.rare_set() {
+                    rare.source = None;
+                }
                 self.set_state(i, TaskState::Idle, now)?;
             }
         }
@@ -152,7 +154,7 @@ impl Tasks {
                 .iter()
                 .map(|&(p, v)| (self.table.name(p).joined(), v))
                 .collect(),
-            params: match &rt.launch {
+            params: match &rt.rare().launch {
                 None => def.params.clone(),
                 Some(extra) => {
                     let mut params = def.params.clone();
@@ -164,7 +166,7 @@ impl Tasks {
             source: if auto {
                 Some(crate::ops::AUTO.to_string())
             } else {
-                rt.source.clone()
+                rt.rare().source.clone()
             },
             key: self.pool(def.pool)?.name.clone(),
             topic: def.topic.clone(),
@@ -236,12 +238,14 @@ impl Tasks {
             }
         }
         rt.slot.succeeded();
-        rt.source = None;
         rt.last_success = Some(now);
-        rt.launch = rt.again.take();
+        if let Some(rare) = rt.rare_set() {
+            rare.source = None;
+            rare.launch = rare.again.take();
+        }
         if let Some(every) = every {
             let due = add(now, every.get());
-            let old = rt.sla_due.replace(due);
+            let old = rt.rare_mut().sla_due.replace(due);
             self.timers.replace(old, Some(due), (TimerKind::Sla, i));
         }
         self.producer_finished(i, true)?;
@@ -252,13 +256,13 @@ impl Tasks {
     /// (and an idle task is evaluated at once).
     fn settle(&mut self, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
         let (task, mut alarms) = self.slot_mut(i)?;
-        if task.rt.pause_requested {
-            task.rt.pause_requested = false;
+        if task.rt.rare().pause_requested {
+            task.rt.rare_mut().pause_requested = false;
             task.rt.slot.set_wake(None, &mut alarms);
             return self.set_state(i, TaskState::Paused, now);
         }
         enter(self, i, state, now)?;
-        if state == TaskState::Idle && self.task(i)?.rt.launch.is_some() {
+        if state == TaskState::Idle && self.task(i)?.rt.rare().launch.is_some() {
             return self.queue(i, now);
         }
         self.consider(i, now)
@@ -273,7 +277,7 @@ impl Tasks {
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
         rt.queued_at = Some(now);
-        let low = rt.source.is_some();
+        let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
         self.pending(pool)
@@ -315,16 +319,16 @@ impl Tasks {
             }
             (TaskState::Queued | TaskState::Running, Conflict::Reject) => rejected(self),
             (TaskState::Queued, _) => {
-                task.rt.launch = Some(params);
+                task.rt.rare_mut().launch = Some(params);
                 self.mark(i)
             }
             (TaskState::Running, Conflict::Queue) => {
-                task.rt.again = Some(params);
+                task.rt.rare_mut().again = Some(params);
                 self.mark(i)
             }
             (TaskState::Running, Conflict::Replace) => {
                 // The run in flight is dropped: its late result is not current.
-                task.rt.launch = Some(params);
+                task.rt.rare_mut().launch = Some(params);
                 task.rt.slot.end(&mut alarms);
                 let p = self.pool_mut(pool)?;
                 p.running = p.running.saturating_sub(1);
@@ -334,7 +338,7 @@ impl Tasks {
             }
             (_, _) => {
                 // Idle, waiting for a retry, or dead: run now.
-                task.rt.launch = Some(params);
+                task.rt.rare_mut().launch = Some(params);
                 task.rt.slot.set_wake(None, &mut alarms);
                 let _ = priority;
                 enter(self, i, TaskState::Idle, now)?;
@@ -353,8 +357,10 @@ impl Tasks {
             .failed(error.clone(), &task.def.run.retry, now, &mut alarms);
         let state = task.rt.slot.phase;
         if state == TaskState::Dead {
-            task.rt.launch = task.rt.again.take();
-            task.rt.source = None;
+            if let Some(rare) = task.rt.rare_set() {
+                rare.launch = rare.again.take();
+                rare.source = None;
+            }
         }
         let event = failure.event(
             Subject::task(&task.def.id),
@@ -408,7 +414,7 @@ impl Tasks {
             TimerKind::Wake => {
                 if self.task_mut(i)?.rt.slot.woke(at) {
                     enter(self, i, TaskState::Idle, now)?;
-                    if self.task(i)?.rt.launch.is_some() {
+                    if self.task(i)?.rt.rare().launch.is_some() {
                         return self.queue(i, now);
                     }
                     self.consider(i, now)?;
@@ -417,7 +423,7 @@ impl Tasks {
             }
             TimerKind::Cron => {
                 let task = self.task_mut(i)?;
-                if task.rt.cron_at != Some(at) {
+                if task.rt.rare().cron_at != Some(at) {
                     return Ok(());
                 }
                 // Firings missed while no shard ran collapse into this one.
@@ -426,7 +432,7 @@ impl Tasks {
                     .schedule
                     .as_ref()
                     .and_then(|c| c.next_after(at.max(now), &task.def.time_zone));
-                task.rt.cron_at = next;
+                task.rt.rare_mut().cron_at = next;
                 if let Some(next) = next {
                     self.timers.arm(next, (TimerKind::Cron, i));
                 }
@@ -435,13 +441,13 @@ impl Tasks {
                 self.launch(&id, BTreeMap::new(), now)
             }
             TimerKind::Hold => {
-                if self.task(i)?.rt.hold.is_some_and(|h| h.until == at) {
+                if self.task(i)?.rt.rare().hold.is_some_and(|h| h.until == at) {
                     self.release_hold(i)?;
                 }
                 Ok(())
             }
             TimerKind::Sla => {
-                if self.task(i)?.rt.sla_due == Some(at) {
+                if self.task(i)?.rt.rare().sla_due == Some(at) {
                     self.sla_missed(i, now)?;
                 }
                 Ok(())
@@ -460,7 +466,7 @@ impl Tasks {
             expect_every: every,
         };
         let due = add(now, every.get());
-        task.rt.sla_due = Some(due);
+        task.rt.rare_mut().sla_due = Some(due);
         self.out.push(Action::Event(event));
         self.timers.arm(due, (TimerKind::Sla, i));
         self.mark(i)
@@ -515,7 +521,7 @@ impl Tasks {
         match task.rt.slot.phase {
             TaskState::Paused => Ok(()),
             TaskState::Running => {
-                task.rt.pause_requested = true;
+                task.rt.rare_mut().pause_requested = true;
                 self.mark(i)
             }
             state => {
@@ -523,7 +529,7 @@ impl Tasks {
                     .then(|| task.rt.queued_at.take())
                     .flatten();
                 task.rt.slot.set_wake(None, &mut alarms);
-                let low = task.rt.source.is_some();
+                let low = task.rt.rare().source.is_some();
                 if let Some(at) = queued_at {
                     self.pool_mut(pool)?.queue.remove(low, priority, at, i);
                 }
@@ -537,7 +543,9 @@ impl Tasks {
         let rt = &mut self.task_mut(i)?.rt;
         match rt.slot.phase {
             TaskState::Running => {
-                rt.pause_requested = false;
+                if let Some(rare) = rt.rare_set() {
+                    rare.pause_requested = false;
+                }
                 self.mark(i)
             }
             TaskState::Paused => {

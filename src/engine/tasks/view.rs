@@ -173,7 +173,7 @@ impl Tasks {
                 .collect(),
             last_seen: rt.last_seen.iter().map(|(p, v)| (name(p), *v)).collect(),
             last_success: rt.last_success,
-            hold: rt.hold,
+            hold: rt.rare().hold,
             last_error: rt.slot.last_error.clone(),
             trigger: def.trigger_text.clone(),
             explain: def.trigger.explain(&values, now, &def.time_zone, &name),
