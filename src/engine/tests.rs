@@ -200,3 +200,36 @@ fn records_of_removed_tasks_are_tombstoned_at_start() {
         .collect();
     assert_eq!(tombstones, vec!["load"]);
 }
+
+/// A launch's parameters live in the task's rarely set part only while
+/// they matter: once its runs have succeeded, the part is dropped again.
+#[test]
+fn a_launched_task_keeps_no_rare_part_once_its_runs_are_done() {
+    let config = config::parse(
+        r#"
+        [[task]]
+        id = "export"
+        trigger = "delta(raw/a, 1min)"
+        conflict = "queue"
+        "#,
+        "rare.toml",
+    )
+    .unwrap()
+    .config;
+    let launched = [
+        r#"{"at": "2024-06-01T00:00:00Z", "launch": {"task": "export", "params": {"day": "1"}}}"#,
+        r#"{"at": "2024-06-01T00:00:01Z", "launch": {"task": "export", "params": {"day": "2"}}}"#,
+    ];
+    let done =
+        r#"{"at": "2024-06-01T00:00:02Z", "complete": {"task": "export", "status": "succeeded"}}"#;
+    let (sim, _) = sim::run(config.clone(), &launched.join("\n"), None, None, true).unwrap();
+    assert_eq!(sim.engine().tasks.with_rare_part(), 1);
+    let all = [launched[0], launched[1], done, done].join("\n");
+    let (sim, out) = sim::run(config, &all, None, None, true).unwrap();
+    let runs = out
+        .iter()
+        .filter(|o| matches!(o.action, Action::Run(_)))
+        .count();
+    assert_eq!(runs, 2, "the queued launch ran after the first");
+    assert_eq!(sim.engine().tasks.with_rare_part(), 0);
+}

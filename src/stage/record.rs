@@ -167,3 +167,40 @@ pub struct RescanRecord {
     /// When the rescan started.
     pub started_at: Timestamp,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(failures: u32) -> SlotRecord {
+        SlotRecord {
+            slot: RunSlot {
+                failures,
+                ..RunSlot::default()
+            },
+            ..SlotRecord::default()
+        }
+    }
+
+    #[test]
+    fn slots_are_in_name_order_the_last_of_a_name_kept_and_serialized_as_a_map() {
+        let slots: Slots = [
+            ("price".to_string(), slot(1)),
+            ("expire".to_string(), slot(2)),
+            ("price".to_string(), slot(3)),
+        ]
+        .into_iter()
+        .collect();
+        let names: Vec<_> = slots
+            .iter()
+            .map(|(name, s)| (name.as_str(), s.slot.failures))
+            .collect();
+        assert_eq!(names, [("expire", 2), ("price", 3)]);
+        assert_eq!(slots.get("price").map(|s| s.slot.failures), Some(3));
+        assert!(slots.get("video").is_none());
+        let json = serde_json::to_value(&slots).unwrap();
+        assert_eq!(json["price"]["failures"], 3);
+        let back: Slots = serde_json::from_value(json).unwrap();
+        assert_eq!(back, slots);
+    }
+}

@@ -185,6 +185,11 @@ impl Tasks {
     pub(in crate::engine) fn slots(&self) -> impl Iterator<Item = &RunSlot> {
         self.tasks.iter().map(|t| &t.rt.slot)
     }
+
+    /// Tasks holding a rarely set part.
+    pub(in crate::engine) fn with_rare_part(&self) -> usize {
+        self.tasks.iter().filter(|t| t.rt.rare.is_some()).count()
+    }
 }
 
 fn kind(due: Due) -> TimerKind {
