@@ -6,7 +6,9 @@
 //!   whose triggers are evaluated but do not fire.
 //! - `fanout_fire/10`: the same change when all 10 tasks fire, on a restored
 //!   shard of 10,000 tasks: evaluation, queueing, dispatch, the run commands
-//!   and the changelog records.
+//!   and the changelog records; `fanout_fire/10_encoded` adds encoding them
+//!   into Kafka records, which is all the runtime's thread does per change
+//!   besides polling, decoding and routing it.
 //! - `eval/*`: `Trigger::eval` alone.
 //!
 //! Run with `cargo bench --bench core` (add `-- --quick` for a fast pass).
@@ -25,6 +27,7 @@ use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task};
 use reactor::ctl::{ParamId, ParamName};
 use reactor::engine::{Engine, Input, RunResult};
 use reactor::run::{RunSlot, Status};
+use reactor::runtime::output;
 use reactor::task::{TaskRecord, TaskState};
 use reactor::trigger::{self, Trigger, Values};
 
@@ -195,10 +198,13 @@ fn fanout(c: &mut Criterion) {
 
 /// `apply_ctl` of a change that fires all 10 tasks of a parameter: each is
 /// queued, dispatched (run command, timeout timer) and written to the
-/// changelog. Only that call is timed (its returned actions are dropped
-/// untimed); then, untimed, every run succeeds so that the tasks are idle
-/// again with the new value as last seen. The value advances one day per
-/// iteration so that `delta(…, 1h)` and `chunk_delta(…, day)` fire again.
+/// changelog. `10` times only that call (its returned actions are dropped
+/// untimed); `10_encoded` also times encoding the actions into the records
+/// the runtime's thread hands to the committer (dropping those records is
+/// the committer's, untimed). Then, untimed, every run succeeds so that the
+/// tasks are idle again with the new value as last seen. The value advances
+/// one day per iteration so that `delta(…, 1h)` and `chunk_delta(…, day)`
+/// fire again.
 fn fanout_fire(c: &mut Criterion) {
     // Far enough from Timestamp::MAX (year 9999) to leave room for `now`.
     const MAX_DAYS: i64 = 2_000_000;
@@ -208,50 +214,61 @@ fn fanout_fire(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     let pristine = restored_shard(1000, 0);
-    let mut engine = pristine.clone();
-    let (target, t0) = (entity(0), t0());
-    let mut day: i64 = 0;
-    group.bench_function("10", |b| {
-        b.iter_custom(|iters| {
-            let mut timed = Duration::ZERO;
-            for _ in 0..iters {
-                day += 1;
-                if day > MAX_DAYS {
-                    engine = pristine.clone();
-                    day = 1;
+    let settings = config::KafkaSettings::default();
+    for (id, encoded) in [("10", false), ("10_encoded", true)] {
+        let mut engine = pristine.clone();
+        let (target, t0) = (entity(0), t0());
+        let mut day: i64 = 0;
+        let mut records = Vec::new();
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    day += 1;
+                    if day > MAX_DAYS {
+                        engine = pristine.clone();
+                        day = 1;
+                    }
+                    let value = t0 + SignedDuration::from_hours(24 * day);
+                    let now = value + SignedDuration::from_mins(30);
+                    let start = Instant::now();
+                    let actions = engine
+                        .apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now))
+                        .expect("applies");
+                    timed += start.elapsed();
+                    let results: Vec<RunResult> = actions
+                        .iter()
+                        .filter_map(|a| match a {
+                            Action::Run(run) => Some(RunResult {
+                                step: Default::default(),
+                                stage: Default::default(),
+                                run_id: run.run_id.clone(),
+                                pass: run.pass,
+                                status: Status::Succeeded,
+                                error: None,
+                            }),
+                            _ => None,
+                        })
+                        .collect();
+                    assert_eq!(results.len(), PER_PARAM, "every task fires");
+                    assert_eq!(actions.len(), 2 * PER_PARAM, "a run and a record each");
+                    if encoded {
+                        let start = Instant::now();
+                        output::encode(actions, 0, &settings, now, &mut records);
+                        timed += start.elapsed();
+                        assert_eq!(black_box(&records).len(), 2 * PER_PARAM);
+                        records.clear();
+                    } else {
+                        drop(black_box(actions));
+                    }
+                    for result in results {
+                        engine.apply(Input::Result(result), now).expect("applies");
+                    }
                 }
-                let value = t0 + SignedDuration::from_hours(24 * day);
-                let now = value + SignedDuration::from_mins(30);
-                let start = Instant::now();
-                let actions = engine
-                    .apply_ctl(black_box(&target), black_box(PARAM), value, black_box(now))
-                    .expect("applies");
-                timed += start.elapsed();
-                let actions = black_box(actions);
-                let results: Vec<RunResult> = actions
-                    .iter()
-                    .filter_map(|a| match a {
-                        Action::Run(run) => Some(RunResult {
-                            step: Default::default(),
-                            stage: Default::default(),
-                            run_id: run.run_id.clone(),
-                            pass: run.pass,
-                            status: Status::Succeeded,
-                            error: None,
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                assert_eq!(results.len(), PER_PARAM, "every task fires");
-                assert_eq!(actions.len(), 2 * PER_PARAM, "a run and a record each");
-                drop(actions);
-                for result in results {
-                    engine.apply(Input::Result(result), now).expect("applies");
-                }
-            }
-            timed
+                timed
+            });
         });
-    });
+    }
     group.finish();
 }
 

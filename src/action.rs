@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::changelog::ChangelogRecord;
+use crate::ctl::ParamValues;
 use crate::duration::Duration;
 use crate::offer::{Body, SharedBody};
 use crate::run::Rejection;
@@ -44,7 +45,7 @@ pub struct RunCommand {
     /// Token the result must echo.
     pub pass: u64,
     /// Values of the trigger's parameters read at dispatch (`entity/param` → value).
-    pub snapshot: BTreeMap<String, Timestamp>,
+    pub snapshot: ParamValues,
     /// Parameters of the task.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,

@@ -1330,7 +1330,7 @@ mod tests {
             run_id: format!("{task}#1"),
             attempt: 1,
             pass: 1,
-            snapshot: BTreeMap::new(),
+            snapshot: Default::default(),
             params: BTreeMap::new(),
             deadline: ts("2024-01-01T01:00:00Z"),
             key: "default".to_string(),

@@ -508,7 +508,7 @@ impl Simulator {
             // As in the runtime: a parameter no task names decides nothing
             // (the timers due by now still fire).
             match self.router.ctl(&c.entity, &c.param) {
-                Some((named, _)) => self.driver.apply_ctl(&c, named, at, None, &mut sink),
+                Some((named, _)) => self.driver.apply_ctl(c.value, named, at, None, &mut sink),
                 None => self.driver.advance(at, &mut sink),
             }
             .map_err(engine_error)?;

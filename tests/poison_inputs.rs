@@ -134,7 +134,7 @@ impl Bench {
             Role::Ctl => match intake::decode_ctl(key, payload) {
                 Ok(change) => {
                     if let Some((named, _)) = self.router.ctl(&change.entity, &change.param) {
-                        intake::apply_ctl(&mut self.shard, &ctx, &change, named, &record, now);
+                        intake::apply_ctl(&mut self.shard, &ctx, change.value, named, &record, now);
                     }
                     Outcome::Applied
                 }

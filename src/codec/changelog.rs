@@ -7,8 +7,10 @@
 //! as it was (a Struct number is a double).
 
 use super::error::DecodeError;
-use super::time::{optional_ts, proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map};
-use super::wire::{decode, encode, Format};
+use super::time::{
+    optional_ts, proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map, ts_map_len,
+};
+use super::wire::{decode, encode, encode_with_room, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};
 use crate::proto::v1;
@@ -139,7 +141,8 @@ const TASK_LAST_SEEN: u32 = 10;
 fn encode_task(mut r: TaskRecord) -> Vec<u8> {
     let snapshot = std::mem::take(&mut r.snapshot);
     let last_seen = std::mem::take(&mut r.last_seen);
-    let mut buf = encode(&task_to_proto(r), Format::Protobuf);
+    let more = ts_map_len(TASK_SNAPSHOT, &snapshot) + ts_map_len(TASK_LAST_SEEN, &last_seen);
+    let mut buf = encode_with_room(&task_to_proto(r), more);
     put_ts_map(TASK_SNAPSHOT, &snapshot, &mut buf);
     put_ts_map(TASK_LAST_SEEN, &last_seen, &mut buf);
     buf
@@ -937,8 +940,8 @@ mod tests {
                     },
                     since,
                     queued_at,
-                    snapshot,
-                    last_seen,
+                    snapshot: snapshot.into(),
+                    last_seen: last_seen.into(),
                     last_success,
                     sla_due,
                     hold,

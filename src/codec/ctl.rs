@@ -1,11 +1,15 @@
 //! `CtlChange`: a CTL parameter's new value, from `ctl.changes`.
 
+use std::borrow::Cow;
+
 use jiff::Timestamp;
+use pbjson_types::Timestamp as ProtoTimestamp;
 
 use super::error::DecodeError;
+use super::frame::unframe;
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::validate;
-use super::wire::{decode, encode, Format};
+use super::wire::{decode, encode, is_json, Format};
 use crate::engine::Input;
 use crate::proto::v1;
 
@@ -30,18 +34,156 @@ impl From<CtlRecord> for Input {
     }
 }
 
+/// A CTL change read where it lies: its names borrow the record's bytes
+/// when it is plain protobuf, as nearly every record of `ctl.changes` is.
+/// An instance reads every change of that topic and keeps nothing of one
+/// but its value, so copying the names out would be all the allocation
+/// reading it costs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtlChange<'a> {
+    /// Entity, e.g. `dwh.orders`.
+    pub entity: Cow<'a, str>,
+    /// Parameter of the entity, e.g. `max_dt`.
+    pub param: Cow<'a, str>,
+    /// The new value.
+    pub value: Timestamp,
+}
+
+impl CtlChange<'_> {
+    /// The change with names of its own.
+    pub fn into_owned(self) -> CtlRecord {
+        CtlRecord {
+            entity: self.entity.into_owned(),
+            param: self.param.into_owned(),
+            value: self.value,
+        }
+    }
+}
+
 /// Decodes a `CtlChange` (protobuf or JSON). `changed_at` and `source` are
 /// informational and only checked to be well-formed.
 pub fn decode_ctl_change(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
-    let m: v1::CtlChange = decode(bytes)?;
-    let (entity, param) = validate::parameter(m.entity, m.param)?;
-    let value = required_ts("value", m.value.as_ref())?;
-    optional_ts("changed_at", m.changed_at.as_ref())?;
-    Ok(CtlRecord {
+    read_ctl_change(bytes).map(CtlChange::into_owned)
+}
+
+/// [`decode_ctl_change`] borrowing the names from `bytes` where it can.
+/// Plain protobuf with each field at most once is read here; anything else
+/// (JSON, repeated fields, unknown fields, malformed bytes) goes through
+/// the generated decoder, which decides what it means or why it is refused.
+pub fn read_ctl_change(bytes: &[u8]) -> Result<CtlChange<'_>, DecodeError> {
+    let plain = unframe(bytes).ok().and_then(plain);
+    let (entity, param, value, changed_at) = match plain {
+        Some(p) => (
+            Cow::Borrowed(p.entity),
+            Cow::Borrowed(p.param),
+            p.value,
+            p.changed_at,
+        ),
+        None => {
+            let m: v1::CtlChange = decode(bytes)?;
+            (
+                Cow::Owned(m.entity),
+                Cow::Owned(m.param),
+                m.value,
+                m.changed_at,
+            )
+        }
+    };
+    validate::parameter(&entity, &param)?;
+    let value = required_ts("value", value.as_ref())?;
+    optional_ts("changed_at", changed_at.as_ref())?;
+    Ok(CtlChange {
         entity,
         param,
         value,
     })
+}
+
+/// The fields of a plain protobuf `CtlChange`.
+struct Plain<'a> {
+    entity: &'a str,
+    param: &'a str,
+    value: Option<ProtoTimestamp>,
+    changed_at: Option<ProtoTimestamp>,
+}
+
+/// Reads `bytes` as a `CtlChange` whose fields each come at most once and
+/// are all known; `None` for anything else, which the generated decoder
+/// then reads (or refuses) as protobuf or JSON.
+fn plain(mut bytes: &[u8]) -> Option<Plain<'_>> {
+    if is_json(bytes) {
+        return None;
+    }
+    let (mut entity, mut param, mut source) = (None, None, None);
+    let (mut value, mut changed_at) = (None, None);
+    while !bytes.is_empty() {
+        let key = varint(&mut bytes)?;
+        // Every field of the message is length-delimited (wire type 2).
+        if key & 7 != 2 {
+            return None;
+        }
+        let len = usize::try_from(varint(&mut bytes)?).ok()?;
+        let field = bytes.get(..len)?;
+        bytes = bytes.get(len..)?;
+        match key >> 3 {
+            1 => once(&mut entity, std::str::from_utf8(field).ok()?)?,
+            2 => once(&mut param, std::str::from_utf8(field).ok()?)?,
+            3 => once(&mut value, timestamp(field)?)?,
+            4 => once(&mut changed_at, timestamp(field)?)?,
+            5 => once(&mut source, std::str::from_utf8(field).ok()?)?,
+            _ => return None,
+        }
+    }
+    Some(Plain {
+        entity: entity.unwrap_or_default(),
+        param: param.unwrap_or_default(),
+        value,
+        changed_at,
+    })
+}
+
+/// Sets `slot` to `value` unless it was set before.
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value);
+    Some(())
+}
+
+/// A `google.protobuf.Timestamp` whose two fields come at most once each.
+fn timestamp(mut bytes: &[u8]) -> Option<ProtoTimestamp> {
+    let (mut seconds, mut nanos) = (None, None);
+    while !bytes.is_empty() {
+        match varint(&mut bytes)? {
+            // Field 1 (seconds, int64) and 2 (nanos, int32) as varints,
+            // narrowed as protobuf does.
+            0x08 => once(&mut seconds, varint(&mut bytes)? as i64)?,
+            0x10 => once(&mut nanos, varint(&mut bytes)? as i32)?,
+            _ => return None,
+        }
+    }
+    Some(ProtoTimestamp {
+        seconds: seconds.unwrap_or_default(),
+        nanos: nanos.unwrap_or_default(),
+    })
+}
+
+/// Reads a varint of at most ten bytes, as protobuf allows.
+fn varint(bytes: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        if i == 9 && b > 1 {
+            return None;
+        }
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 /// Encodes a `CtlChange`, for tools and tests that drive Reactor.
@@ -64,6 +206,7 @@ pub fn encode_ctl_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -144,5 +287,134 @@ mod tests {
         assert!(reason("\u{1}\u{2}\u{3}").starts_with("protobuf: "));
         // Empty bytes are a valid empty protobuf message, which lacks fields.
         assert_eq!(reason(""), "missing field `entity`");
+    }
+
+    #[test]
+    fn a_plain_record_lends_its_names() {
+        let bytes = encode_ctl_change(
+            &record(),
+            Some(ts("2021-04-25T03:30:00Z")),
+            "loader",
+            Format::Protobuf,
+        );
+        let change = read_ctl_change(&bytes).unwrap();
+        assert!(matches!(change.entity, Cow::Borrowed("dwh.orders")));
+        assert!(matches!(change.param, Cow::Borrowed("max_dt")));
+        assert_eq!(change.into_owned(), record());
+    }
+
+    /// What the generated decoder alone makes of `bytes`.
+    fn via_prost(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
+        let m: v1::CtlChange = decode(bytes)?;
+        validate::parameter(&m.entity, &m.param)?;
+        let value = required_ts("value", m.value.as_ref())?;
+        optional_ts("changed_at", m.changed_at.as_ref())?;
+        Ok(CtlRecord {
+            entity: m.entity,
+            param: m.param,
+            value,
+        })
+    }
+
+    fn put_varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    /// A field: its number, wire type and bytes after the key.
+    fn field() -> impl Strategy<Value = (u64, u64, Vec<u8>)> {
+        let text = prop_oneof![
+            Just(b"dwh.orders".to_vec()),
+            Just(b"max_dt".to_vec()),
+            Just(Vec::new()),
+            Just(vec![0xff, 0xfe]),
+            proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        let ts_field = prop_oneof![
+            (any::<i64>(), 0u64..2).prop_map(|(v, n)| (1u64 + n, v as u64)),
+            (0u64..4, any::<u64>()).prop_map(|(f, v)| (f, v)),
+        ];
+        let ts = proptest::collection::vec((ts_field, 0u64..6), 0..4).prop_map(|fields| {
+            let mut out = Vec::new();
+            for ((number, value), wire) in fields {
+                // Mostly varints (wire type 0), sometimes another type.
+                let wire = if wire < 5 { 0 } else { 1 };
+                put_varint(number << 3 | wire, &mut out);
+                if wire == 0 {
+                    put_varint(value, &mut out);
+                } else {
+                    out.extend_from_slice(&value.to_le_bytes());
+                }
+            }
+            out
+        });
+        (
+            0u64..7,
+            prop_oneof![Just(2u64), Just(2), Just(2), 0u64..6],
+            prop_oneof![text, ts],
+        )
+            .prop_map(|(number, wire, body)| {
+                let mut out = Vec::new();
+                if wire == 2 {
+                    put_varint(body.len() as u64, &mut out);
+                    out.extend_from_slice(&body);
+                } else if wire == 0 {
+                    put_varint(body.len() as u64, &mut out);
+                } else {
+                    out.extend_from_slice(&body);
+                }
+                (number, wire, out)
+            })
+    }
+
+    proptest! {
+        /// Read here or by the generated decoder, a record means the same:
+        /// the same change or the same reason to refuse it.
+        #[test]
+        fn reading_in_place_agrees_with_the_generated_decoder(
+            fields in proptest::collection::vec(field(), 0..6),
+            cut in any::<prop::sample::Index>(),
+            cut_it in any::<bool>(),
+            noise in proptest::collection::vec(any::<u8>(), 0..24),
+            use_noise in 0u8..8,
+        ) {
+            let mut bytes = Vec::new();
+            for (number, wire, body) in &fields {
+                put_varint(number << 3 | wire, &mut bytes);
+                bytes.extend_from_slice(body);
+            }
+            if cut_it && !bytes.is_empty() {
+                bytes.truncate(cut.index(bytes.len()));
+            }
+            if use_noise == 0 {
+                bytes = noise;
+            }
+            let ours = read_ctl_change(&bytes).map(CtlChange::into_owned).map_err(|e| e.to_string());
+            let theirs = via_prost(&bytes).map_err(|e| e.to_string());
+            prop_assert_eq!(ours, theirs);
+        }
+
+        /// Every well-formed record, whatever its values, reads the same.
+        #[test]
+        fn well_formed_records_read_the_same(
+            secs in -62_135_596_800i64..253_402_300_799,
+            nanos in 0i32..1_000_000_000,
+            entity in "[a-z._]{1,12}",
+            param in "[a-z_]{1,8}",
+            changed in any::<bool>(),
+        ) {
+            let record = CtlRecord {
+                entity,
+                param,
+                value: Timestamp::new(secs, nanos).unwrap(),
+            };
+            let bytes = encode_ctl_change(&record, changed.then_some(record.value), "loader", Format::Protobuf);
+            let ours = read_ctl_change(&bytes).map(CtlChange::into_owned).map_err(|e| e.to_string());
+            prop_assert_eq!(&ours, &via_prost(&bytes).map_err(|e| e.to_string()));
+            prop_assert_eq!(ours, Ok(record));
+        }
     }
 }

@@ -28,6 +28,7 @@ pub mod limits;
 mod mark;
 mod offer;
 mod process;
+mod put;
 mod record;
 mod result;
 mod run;
@@ -42,7 +43,7 @@ mod tests;
 
 pub use changelog::{changelog_key, decode_changelog, encode_changelog};
 pub use command::{decode_command, encode_command};
-pub use ctl::{decode_ctl_change, encode_ctl_change, CtlRecord};
+pub use ctl::{decode_ctl_change, encode_ctl_change, read_ctl_change, CtlChange, CtlRecord};
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, event_kind};
 pub use json::{to_json, MessageKind};

@@ -3,8 +3,11 @@
 use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
+use prost::encoding::{btree_map, string};
+
+use super::put::{put_str, put_ts, put_uint, str_len, ts_len, uint_len};
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
-use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto};
+use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map_len};
 use super::wire::{decode, encode, Format};
 use crate::action::{RunCommand, StageRunCommand, StepRunCommand};
 use crate::offer::Body;
@@ -83,41 +86,103 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
     })
 }
 
-/// Encodes a run command with where to reply and when it was issued.
+/// Encodes a run command with where to reply and when it was issued. In
+/// protobuf its fields are written straight from the command, in field
+/// order with the snapshot last (what prost writes for the message, then
+/// [`put_ts_map`]): one is written for every run.
 pub fn encode_run_command(
-    command: RunCommand,
+    command: &RunCommand,
     reply_topic: &str,
     reply_key: &str,
     issued_at: Timestamp,
     format: Format,
 ) -> Vec<u8> {
-    // Taken by value: the command's strings move into the message.
-    let mut m = v1::RunCommand {
-        run_id: command.run_id,
+    let source = command.source.as_deref().unwrap_or_default();
+    match format {
+        Format::Protobuf => {
+            let params = || {
+                btree_map::encoded_len(
+                    string::encoded_len,
+                    string::encoded_len,
+                    RUN_PARAMS,
+                    &command.params,
+                )
+            };
+            let len = str_len(1, &command.run_id)
+                + str_len(2, KIND_TASK)
+                + str_len(3, &command.task)
+                + uint_len(4, command.attempt.into())
+                + uint_len(5, command.pass)
+                + if command.params.is_empty() {
+                    0
+                } else {
+                    params()
+                }
+                + ts_len(8, command.deadline)
+                + str_len(9, reply_topic)
+                + str_len(10, reply_key)
+                + ts_len(11, issued_at)
+                + str_len(RUN_SOURCE, source)
+                + ts_map_len(RUN_SNAPSHOT, &command.snapshot);
+            let mut buf = Vec::with_capacity(len);
+            put_str(1, &command.run_id, &mut buf);
+            put_str(2, KIND_TASK, &mut buf);
+            put_str(3, &command.task, &mut buf);
+            put_uint(4, command.attempt.into(), &mut buf);
+            put_uint(5, command.pass, &mut buf);
+            if !command.params.is_empty() {
+                btree_map::encode(
+                    string::encode,
+                    string::encoded_len,
+                    string::encode,
+                    string::encoded_len,
+                    RUN_PARAMS,
+                    &command.params,
+                    &mut buf,
+                );
+            }
+            put_ts(8, command.deadline, &mut buf);
+            put_str(9, reply_topic, &mut buf);
+            put_str(10, reply_key, &mut buf);
+            put_ts(11, issued_at, &mut buf);
+            put_str(RUN_SOURCE, source, &mut buf);
+            put_ts_map(RUN_SNAPSHOT, &command.snapshot, &mut buf);
+            buf
+        }
+        Format::Json => encode(
+            &task_run_message(command, reply_topic, reply_key, issued_at),
+            format,
+        ),
+    }
+}
+
+/// The generated message of a task's run command.
+fn task_run_message(
+    command: &RunCommand,
+    reply_topic: &str,
+    reply_key: &str,
+    issued_at: Timestamp,
+) -> v1::RunCommand {
+    v1::RunCommand {
+        run_id: command.run_id.clone(),
         kind: KIND_TASK.to_string(),
-        task: command.task,
+        task: command.task.clone(),
         attempt: command.attempt,
         pass: command.pass,
-        params: command.params,
+        params: command.params.clone(),
+        snapshot: proto_map(command.snapshot.clone()),
         deadline: Some(timestamp_to_proto(command.deadline)),
         reply_topic: reply_topic.to_string(),
         reply_key: reply_key.to_string(),
         issued_at: Some(timestamp_to_proto(issued_at)),
-        source: command.source.unwrap_or_default(),
+        source: command.source.clone().unwrap_or_default(),
         ..Default::default()
-    };
-    match format {
-        Format::Protobuf => {
-            let mut buf = encode(&m, format);
-            put_ts_map(RUN_SNAPSHOT, &command.snapshot, &mut buf);
-            buf
-        }
-        Format::Json => {
-            m.snapshot = proto_map(command.snapshot);
-            encode(&m, format)
-        }
     }
 }
+
+/// Field numbers of `RunCommand.params` and `RunCommand.source`.
+const RUN_PARAMS: u32 = 6;
+const RUN_SOURCE: u32 = 37;
 
 /// Field number of `RunCommand.snapshot`.
 const RUN_SNAPSHOT: u32 = 7;
@@ -243,15 +308,14 @@ mod tests {
         let cmd = command();
         let issued = ts("2021-04-25T04:00:00Z");
         for format in [Format::Protobuf, Format::Json] {
-            let bytes =
-                encode_run_command(cmd.clone(), "reactor.results", "reports", issued, format);
+            let bytes = encode_run_command(&cmd, "reactor.results", "reports", issued, format);
             let m = decode_run_command(&bytes).unwrap();
             assert_eq!(m.run_id, cmd.run_id);
             assert_eq!(m.kind, "task");
             assert_eq!(m.task, cmd.task);
             assert_eq!((m.attempt, m.pass), (cmd.attempt, cmd.pass));
             assert_eq!(m.params, cmd.params);
-            let snapshot: std::collections::BTreeMap<_, _> = m
+            let snapshot: crate::ctl::ParamValues = m
                 .snapshot
                 .iter()
                 .map(|(k, v)| (k.clone(), timestamp_from_proto(v).unwrap()))
@@ -272,7 +336,7 @@ mod tests {
     #[test]
     fn json_output() {
         let bytes = encode_run_command(
-            command(),
+            &command(),
             "reactor.results",
             "reports",
             ts("2021-04-25T04:00:00Z"),
@@ -303,9 +367,52 @@ mod tests {
     #[test]
     fn protobuf_is_deterministic() {
         let issued = ts("2021-04-25T04:00:00Z");
-        let a = encode_run_command(command(), "r", "k", issued, Format::Protobuf);
-        let b = encode_run_command(command(), "r", "k", issued, Format::Protobuf);
+        let a = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
+        let b = encode_run_command(&command(), "r", "k", issued, Format::Protobuf);
         assert_eq!(a, b);
+    }
+
+    proptest::proptest! {
+        /// Written straight from the command, a run command is byte for
+        /// byte what prost writes for the message (its snapshot last).
+        #[test]
+        fn a_run_command_is_written_as_prost_writes_it(
+            task in "[a-z_#]{0,12}",
+            attempt in proptest::prelude::any::<u32>(),
+            pass in proptest::prelude::any::<u64>(),
+            params in proptest::collection::btree_map("[a-z]{0,4}", "[a-z]{0,4}", 0..3),
+            snapshot in proptest::collection::btree_map(
+                "[a-z./]{0,8}",
+                -100_000i64..100_000,
+                0..3,
+            ),
+            deadline in -100_000i64..100_000_000_000,
+            source in proptest::option::of("[a-z:0-9]{0,6}"),
+            reply_key in "[a-z]{0,6}",
+        ) {
+            let command = RunCommand {
+                run_id: format!("{task}#1"),
+                task,
+                attempt,
+                pass,
+                snapshot: snapshot
+                    .into_iter()
+                    .map(|(k, s)| (k, Timestamp::from_second(s).unwrap()))
+                    .collect(),
+                params,
+                deadline: Timestamp::from_millisecond(deadline).unwrap(),
+                key: String::new(),
+                topic: None,
+                source,
+            };
+            let issued = ts("2021-04-25T04:00:00.25Z");
+            let ours = encode_run_command(&command, "reactor.results", &reply_key, issued, Format::Protobuf);
+            let mut m = task_run_message(&command, "reactor.results", &reply_key, issued);
+            m.snapshot.clear();
+            let mut theirs = prost::Message::encode_to_vec(&m);
+            put_ts_map(RUN_SNAPSHOT, &command.snapshot, &mut theirs);
+            proptest::prop_assert_eq!(ours, theirs);
+        }
     }
 
     fn stage_command() -> StageRunCommand {

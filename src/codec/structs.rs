@@ -15,12 +15,13 @@
 use std::collections::BTreeMap;
 
 use pbjson_types::value::Kind;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
+use prost::encoding::{encode_key, encode_varint, key_len, WireType};
 use prost::Message;
 use serde::Serialize;
 use serde_json::{Map, Number, Value as Json};
 
 use super::error::DecodeError;
+use super::put::{delimited_len, put_bytes, put_len};
 use super::wire::Format;
 use crate::offer::{normalize, normalize_body, Body};
 
@@ -238,23 +239,6 @@ fn field_len((tag, _, field): &(u32, &'static str, JsonField<'_>)) -> usize {
             .map(|(k, v)| delimited_len(*tag, entry_len(k, v)))
             .sum(),
     }
-}
-
-/// A length-delimited field.
-fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
-    put_len(tag, bytes.len(), buf);
-    buf.extend_from_slice(bytes);
-}
-
-/// The key and length of a length-delimited field whose `len` bytes follow.
-fn put_len(tag: u32, len: usize, buf: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(len as u64, buf);
-}
-
-/// Size of a length-delimited field of `len` bytes.
-fn delimited_len(tag: u32, len: usize) -> usize {
-    key_len(tag) + encoded_len_varint(len as u64) + len
 }
 
 /// The members of `body` in key order (borrowed as they are when they

@@ -1,7 +1,5 @@
 //! Timestamps between jiff (the core) and `google.protobuf.Timestamp`.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use pbjson_types::Timestamp as ProtoTimestamp;
 use prost::encoding::{
@@ -9,6 +7,7 @@ use prost::encoding::{
 };
 
 use super::error::DecodeError;
+use crate::ctl::ParamValues;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
@@ -63,16 +62,14 @@ pub(super) fn optional_ts(
 pub(super) fn ts_map<'a>(
     field: &'static str,
     map: impl IntoIterator<Item = (&'a String, &'a ProtoTimestamp)>,
-) -> Result<std::collections::BTreeMap<String, Timestamp>, DecodeError> {
+) -> Result<ParamValues, DecodeError> {
     map.into_iter()
         .map(|(k, v)| Ok((k.clone(), convert(field, v)?)))
         .collect()
 }
 
 /// A map of jiff timestamps as protobuf ones.
-pub(super) fn proto_map(
-    map: std::collections::BTreeMap<String, Timestamp>,
-) -> std::collections::BTreeMap<String, ProtoTimestamp> {
+pub(super) fn proto_map(map: ParamValues) -> std::collections::BTreeMap<String, ProtoTimestamp> {
     map.into_iter()
         .map(|(k, v)| (k, timestamp_to_proto(v)))
         .collect()
@@ -83,7 +80,7 @@ pub(super) fn proto_map(
 /// default key or value left out), straight from the core's map: the
 /// messages Reactor writes per record carry such maps, and building a
 /// second map of protobuf timestamps for each would be all overhead.
-pub(super) fn put_ts_map(tag: u32, map: &BTreeMap<String, Timestamp>, buf: &mut Vec<u8>) {
+pub(super) fn put_ts_map(tag: u32, map: &ParamValues, buf: &mut Vec<u8>) {
     buf.reserve(ts_map_len(tag, map));
     for (key, value) in map {
         let value = timestamp_to_proto(*value);
@@ -99,7 +96,7 @@ pub(super) fn put_ts_map(tag: u32, map: &BTreeMap<String, Timestamp>, buf: &mut 
 }
 
 /// Bytes [`put_ts_map`] appends.
-fn ts_map_len(tag: u32, map: &BTreeMap<String, Timestamp>) -> usize {
+pub(super) fn ts_map_len(tag: u32, map: &ParamValues) -> usize {
     map.iter()
         .map(|(key, value)| {
             let n = entry_len(key, &timestamp_to_proto(*value));
@@ -167,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_default_key_or_value_is_left_out_as_prost_does() {
-        let map: BTreeMap<String, Timestamp> = [
+        let map: ParamValues = [
             (String::new(), Timestamp::UNIX_EPOCH),
             ("a/b".to_string(), Timestamp::UNIX_EPOCH),
         ]
@@ -207,6 +204,7 @@ mod tests {
                 0..6,
             ),
         ) {
+            let map = ParamValues::from(map);
             let mut buf = Vec::new();
             put_ts_map(7, &map, &mut buf);
             prop_assert_eq!(buf.len(), ts_map_len(7, &map));

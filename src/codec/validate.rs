@@ -22,7 +22,7 @@ pub fn ctl_change(
     param: String,
     value: Timestamp,
 ) -> Result<CtlRecord, DecodeError> {
-    let (entity, param) = parameter(entity, param)?;
+    parameter(&entity, &param)?;
     Ok(CtlRecord {
         entity,
         param,
@@ -32,14 +32,17 @@ pub fn ctl_change(
 
 /// A CTL change's entity and parameter: non-empty, short, and together a
 /// parameter name the trigger DSL and commands can write.
-pub fn parameter(entity: String, param: String) -> Result<(String, String), DecodeError> {
-    let entity = name("entity", entity)?;
-    let param = name("param", param)?;
-    crate::ctl::ParamName::check(&entity, &param).map_err(|source| DecodeError::ParamName {
+pub fn parameter(entity: &str, param: &str) -> Result<(), DecodeError> {
+    for (field, text) in [("entity", entity), ("param", param)] {
+        if text.is_empty() {
+            return Err(DecodeError::MissingField(field));
+        }
+        check_name(field, text)?;
+    }
+    crate::ctl::ParamName::check(entity, param).map_err(|source| DecodeError::ParamName {
         field: "entity, param",
         source,
-    })?;
-    Ok((entity, param))
+    })
 }
 
 /// An offer change: a non-empty, short offer id; a body or patch within

@@ -43,6 +43,10 @@ mod table;
 
 pub use table::{CtlTable, ParamId, ParamRef};
 
+/// Parameter name (`entity/param`) → value: what a run command and a task
+/// record carry of the parameters a run saw.
+pub type ParamValues = crate::name_map::NameMap<jiff::Timestamp>;
+
 /// Why a parameter name or a scale could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {

@@ -199,15 +199,17 @@ impl Runtime {
             // A tombstone removes nothing: a parameter's value never disappears.
             return;
         }
-        let record = received(m);
-        let change = match intake::decode_ctl(record.key, record.payload) {
+        let change = match intake::decode_ctl(m.key(), m.payload()) {
             Ok(change) => change,
-            Err(e) => return self.ctl_dead(&record, e.to_string()),
+            Err(e) => return self.ctl_dead(&received(m), e.to_string()),
         };
         // A parameter no task names decides nothing, here or after a restore.
         let Some((id, routes)) = self.router.ctl(&change.entity, &change.param) else {
             return;
         };
+        // Read only now: a change of a parameter no task names (often most
+        // of them) is dropped before its headers are read, which allocates.
+        let record = received(m);
         if let Some(slot) = self.table.get_mut(id.index()) {
             *slot = Some(change.value);
         }
@@ -219,7 +221,7 @@ impl Runtime {
         let mut applied = false;
         for p in routes {
             if let Some(shard) = self.shards.get_mut(p) {
-                intake::apply_ctl(shard, &ctx, &change, id, &record, now);
+                intake::apply_ctl(shard, &ctx, change.value, id, &record, now);
                 applied = true;
             }
         }

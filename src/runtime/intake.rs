@@ -18,7 +18,7 @@ use super::dead::{self, DeadNote, Source};
 use super::output::{self, OutRecord};
 use crate::action::Action;
 use crate::codec::trace::Trace;
-use crate::codec::{self, limits, CtlRecord, DecodeError};
+use crate::codec::{self, limits, CtlChange, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
 use crate::ctl::ParamId;
 use crate::engine::{Engine, Input, OfferCounters, Stats};
@@ -349,10 +349,14 @@ pub fn decode(
     }
 }
 
-/// [`decode`] of a CTL record, as the record the table and every shard take.
-pub fn decode_ctl(key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<CtlRecord, DecodeError> {
+/// [`decode`] of a CTL record, as the record the table and every shard take
+/// (its names borrowed from `payload` where they can be).
+pub fn decode_ctl<'a>(
+    key: Option<&[u8]>,
+    payload: Option<&'a [u8]>,
+) -> Result<CtlChange<'a>, DecodeError> {
     limits::check_record(key, payload)?;
-    codec::decode_ctl_change(payload.unwrap_or_default())
+    codec::read_ctl_change(payload.unwrap_or_default())
 }
 
 /// Takes one group record of `role` into `shard` (the shard of the
@@ -456,7 +460,7 @@ fn apply(
 pub fn apply_ctl(
     shard: &mut Shard,
     ctx: &Context<'_>,
-    change: &CtlRecord,
+    value: Timestamp,
     named: ParamId,
     record: &Received<'_>,
     now: Timestamp,
@@ -466,7 +470,7 @@ pub fn apply_ctl(
     let (driver, mut outbox) = shard.outbox(ctx, &record.trace);
     // Triggers are level-based: the rebuilt shard's start evaluates what
     // this change affects again.
-    if let Err(e) = driver.apply_ctl(change, named, now, produced_at, &mut outbox) {
+    if let Err(e) = driver.apply_ctl(value, named, now, produced_at, &mut outbox) {
         shard.broke("ctl", -1, &e);
     }
 }

@@ -102,19 +102,20 @@ pub fn encode(
                 key: state.offer.into_bytes(),
                 headers: Vec::new(),
             },
-            Action::Run(mut run) => {
-                let reply_key = std::mem::take(&mut run.key);
+            Action::Run(run) => {
+                let payload = codec::encode_run_command(
+                    &run,
+                    &topics.results,
+                    &run.key,
+                    now,
+                    settings.formats.runs,
+                );
                 OutRecord {
-                    topic: run.topic.take().unwrap_or_else(|| topics.runs.clone()),
+                    topic: run.topic.unwrap_or_else(|| topics.runs.clone()),
                     partition: None,
-                    key: run.task.as_bytes().to_vec(),
-                    payload: Some(codec::encode_run_command(
-                        run,
-                        &topics.results,
-                        &reply_key,
-                        now,
-                        settings.formats.runs,
-                    )),
+                    // The task's id is the key: it moves there.
+                    key: run.task.into_bytes(),
+                    payload: Some(payload),
                     headers: Vec::new(),
                 }
             }

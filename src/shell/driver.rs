@@ -22,7 +22,7 @@ use jiff::Timestamp;
 
 use crate::action::Action;
 use crate::changelog::ChangelogRecord;
-use crate::codec::{limits, CtlRecord, DecodeError};
+use crate::codec::{limits, DecodeError};
 use crate::config::Config;
 use crate::ctl::ParamId;
 use crate::engine::{self, parse_stage_run_id, Engine, Input, Update};
@@ -160,19 +160,19 @@ impl Driver {
         Ok(())
     }
 
-    /// Applies a CTL change at `now` to the parameter the router knows as
-    /// `named` ([`Router::ctl`]; a change of a parameter no task names
-    /// decides nothing and is not applied).
+    /// Applies a CTL change at `now`: `value` of the parameter the router
+    /// knows as `named` ([`Router::ctl`]; a change of a parameter no task
+    /// names decides nothing and is not applied).
     pub fn apply_ctl(
         &mut self,
-        change: &CtlRecord,
+        value: Timestamp,
         named: ParamId,
         now: Timestamp,
         caused_at: Option<Timestamp>,
         sink: &mut dyn Sink,
     ) -> Result<(), engine::Error> {
         self.advance(now, sink)?;
-        let actions = self.engine.apply_named_ctl(named, change.value, now)?;
+        let actions = self.engine.apply_named_ctl(named, value, now)?;
         if !actions.is_empty() {
             if let Some(at) = caused_at {
                 metrics::record_dispatch_latency(&actions, at, now);

@@ -1,8 +1,6 @@
 //! The durable state of offers and rescans: what the changelog stores
 //! (`offer/<id>`, `rescan/<stage>`) and a restore reads back.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -31,61 +29,9 @@ pub struct OfferRecord {
     pub deleted: bool,
 }
 
-/// Stage name → slot, in name order: a map, kept as a list because a
-/// record is built at every step of an offer and has a few stages.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Slots(Vec<(String, SlotRecord)>);
-
-impl Slots {
-    /// The slot of `stage`.
-    pub fn get(&self, stage: &str) -> Option<&SlotRecord> {
-        self.0
-            .binary_search_by(|(name, _)| name.as_str().cmp(stage))
-            .ok()
-            .and_then(|i| self.0.get(i))
-            .map(|(_, slot)| slot)
-    }
-
-    /// Whether no stage has a slot.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The slots, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &SlotRecord)> {
-        self.0.iter().map(|(name, slot)| (name, slot))
-    }
-}
-
-/// In name order; of two slots of one stage, the last.
-impl FromIterator<(String, SlotRecord)> for Slots {
-    fn from_iter<I: IntoIterator<Item = (String, SlotRecord)>>(iter: I) -> Slots {
-        iter.into_iter().collect::<Vec<_>>().into()
-    }
-}
-
-/// In name order; of two slots of one stage, the last.
-impl From<Vec<(String, SlotRecord)>> for Slots {
-    fn from(mut slots: Vec<(String, SlotRecord)>) -> Slots {
-        slots.reverse();
-        slots.sort_by(|a, b| a.0.cmp(&b.0));
-        slots.dedup_by(|later, first| later.0 == first.0);
-        Slots(slots)
-    }
-}
-
-impl Serialize for Slots {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.iter())
-    }
-}
-
-impl<'de> Deserialize<'de> for Slots {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Slots, D::Error> {
-        let map = BTreeMap::<String, SlotRecord>::deserialize(deserializer)?;
-        Ok(Slots(map.into_iter().collect()))
-    }
-}
+/// Stage name → slot, in name order (a record is built at every step of an
+/// offer and has a few stages).
+pub type Slots = crate::name_map::NameMap<SlotRecord>;
 
 /// A stage's state for one offer: shared by its slot and everything that
 /// carries it at one version (run commands, offer states, records), so
@@ -166,41 +112,4 @@ pub struct RescanRecord {
     pub errors: u64,
     /// When the rescan started.
     pub started_at: Timestamp,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn slot(failures: u32) -> SlotRecord {
-        SlotRecord {
-            slot: RunSlot {
-                failures,
-                ..RunSlot::default()
-            },
-            ..SlotRecord::default()
-        }
-    }
-
-    #[test]
-    fn slots_are_in_name_order_the_last_of_a_name_kept_and_serialized_as_a_map() {
-        let slots: Slots = [
-            ("price".to_string(), slot(1)),
-            ("expire".to_string(), slot(2)),
-            ("price".to_string(), slot(3)),
-        ]
-        .into_iter()
-        .collect();
-        let names: Vec<_> = slots
-            .iter()
-            .map(|(name, s)| (name.as_str(), s.slot.failures))
-            .collect();
-        assert_eq!(names, [("expire", 2), ("price", 3)]);
-        assert_eq!(slots.get("price").map(|s| s.slot.failures), Some(3));
-        assert!(slots.get("video").is_none());
-        let json = serde_json::to_value(&slots).unwrap();
-        assert_eq!(json["price"]["failures"], 3);
-        let back: Slots = serde_json::from_value(json).unwrap();
-        assert_eq!(back, slots);
-    }
 }

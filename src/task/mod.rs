@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::ctl::ParamValues;
 use crate::run::RunSlot;
 
 pub use queue::PoolQueue;
@@ -40,11 +41,11 @@ pub struct TaskRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Timestamp>,
     /// Parameter values read at the current run's dispatch.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub snapshot: BTreeMap<String, Timestamp>,
+    #[serde(default, skip_serializing_if = "ParamValues::is_empty")]
+    pub snapshot: ParamValues,
     /// Parameter values recorded at the last success.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub last_seen: BTreeMap<String, Timestamp>,
+    #[serde(default, skip_serializing_if = "ParamValues::is_empty")]
+    pub last_seen: ParamValues,
     /// Time of the last success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success: Option<Timestamp>,

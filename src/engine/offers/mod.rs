@@ -360,11 +360,13 @@ impl Offers {
             self.pump(s, now)?;
         }
         out.append(&mut self.out);
-        for id in std::mem::take(&mut self.dirty) {
+        // Popped, not taken: iterating a taken empty set costs more, and
+        // most steps leave these empty.
+        while let Some(id) = self.dirty.pop_first() {
             let record = self.offer_record(&id);
             out.push(Action::Changelog(record));
         }
-        for s in std::mem::take(&mut self.dirty_rescans) {
+        while let Some(s) = self.dirty_rescans.pop_first() {
             let record = self.rescan_record(s)?;
             out.push(Action::Changelog(record));
         }

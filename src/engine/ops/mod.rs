@@ -98,7 +98,7 @@ impl Ops {
     /// Ends a step: its events, then the records of the recoveries it changed.
     pub(super) fn finish(&mut self, out: &mut Vec<Action>) {
         out.append(&mut self.out);
-        for op in std::mem::take(&mut self.dirty) {
+        while let Some(op) = self.dirty.pop_first() {
             out.push(Action::Changelog(ChangelogRecord {
                 store: Store::Recovery,
                 value: self

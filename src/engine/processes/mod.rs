@@ -388,13 +388,15 @@ impl Processes {
             self.pump(j, now)?;
         }
         out.append(&mut self.out);
-        for (p, key) in std::mem::take(&mut self.dirty) {
+        // Popped, not taken: iterating a taken empty set costs more, and
+        // most steps leave these empty.
+        while let Some((p, key)) = self.dirty.pop_first() {
             out.push(Action::Changelog(self.key_record(p, &key)?));
         }
-        for p in std::mem::take(&mut self.dirty_schedules) {
+        while let Some(p) = self.dirty_schedules.pop_first() {
             out.push(Action::Changelog(self.schedule_record(p)?));
         }
-        for p in std::mem::take(&mut self.dirty_counters) {
+        while let Some(p) = self.dirty_counters.pop_first() {
             out.push(Action::Changelog(self.counter_record(p)?));
         }
         Ok(())

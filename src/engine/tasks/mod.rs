@@ -466,14 +466,18 @@ impl Tasks {
             self.pump(p, now)?;
         }
         out.append(&mut self.out);
-        for i in std::mem::take(&mut self.dirty) {
+        // The list goes back once written: a fresh one every step would be
+        // an allocation per step.
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let written = dirty.drain(..).try_for_each(|i| {
             let rt = &mut self.task_mut(i)?.rt;
             rt.dirty = false;
             rt.tidy();
-            let record = self.record(i)?;
-            out.push(Action::Changelog(record));
-        }
-        Ok(())
+            out.push(Action::Changelog(self.record(i)?));
+            Ok(())
+        });
+        self.dirty = dirty;
+        written
     }
 
     /// Moves the decisions taken so far to `out`.

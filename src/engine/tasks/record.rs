@@ -2,13 +2,11 @@
 //! Records name parameters (`entity/param`) because parameter ids are local
 //! to one engine.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 
 use super::{Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::ctl::{ParamId, ParamName};
+use crate::ctl::{ParamId, ParamName, ParamValues};
 use crate::engine::Error;
 use crate::task::TaskRecord;
 
@@ -16,7 +14,7 @@ impl Tasks {
     pub(super) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
         let task = self.task(i)?;
         let rt = &task.rt;
-        let named = |values: &[(ParamId, Timestamp)]| -> BTreeMap<String, Timestamp> {
+        let named = |values: &[(ParamId, Timestamp)]| -> ParamValues {
             values
                 .iter()
                 .map(|&(p, v)| (self.table.name(p).joined(), v))
@@ -45,7 +43,7 @@ impl Tasks {
     }
 
     pub(super) fn rt_from_record(&mut self, key: &str, r: &TaskRecord) -> Result<TaskRt, Error> {
-        let mut ids = |values: &BTreeMap<String, Timestamp>| {
+        let mut ids = |values: &ParamValues| {
             values
                 .iter()
                 .map(|(name, v)| {

@@ -1,0 +1,83 @@
+//! The runtime thread's work per CTL change, without Kafka: decode the
+//! change, apply it to one shard where it fires one task, encode the run
+//! command and changelog record. For instruction counts that do not depend
+//! on a noisy machine, counted over the changes alone:
+//! `valgrind --tool=callgrind --toggle-collect=fire_path::fire target/release/examples/fire_path 20000`
+//! then `callgrind_annotate --inclusive=yes` on its output; divide by the
+//! changes (the second argument, default all tasks).
+
+use std::fmt::Write;
+
+use jiff::{SignedDuration, Timestamp};
+use reactor::codec::{self, CtlRecord, Format};
+use reactor::config::KafkaSettings;
+use reactor::engine::Engine;
+use reactor::runtime::output;
+
+// As the binary: allocation is a good part of the path.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<usize>().unwrap());
+    let tasks = args.next().unwrap_or(20_000);
+    let changes = args.next().unwrap_or(tasks).min(tasks);
+    let mut text = String::new();
+    for p in 0..16 {
+        let _ = writeln!(text, "[[pool]]\nname = \"p{p}\"\n");
+    }
+    for i in 0..tasks {
+        let _ = writeln!(
+            text,
+            "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta(bench.t{i}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
+            i % 16
+        );
+    }
+    let config = reactor::config::parse(&text, "probe.toml").unwrap().config;
+    let mut engine = Engine::restore(&config, |_| true, std::iter::empty()).unwrap();
+    let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    let settings = KafkaSettings::default();
+    // Built for every task whatever `changes` is: only applying them differs.
+    let inputs: Vec<Vec<u8>> = (0..tasks)
+        .map(|i| {
+            let record = CtlRecord {
+                entity: format!("bench.t{i}"),
+                param: "max_dt".into(),
+                value: t0 + SignedDuration::from_secs(i as i64),
+            };
+            codec::encode_ctl_change(&record, None, "", Format::Protobuf)
+        })
+        .collect();
+    engine.start(t0).unwrap();
+    let now = t0 + SignedDuration::from_hours(1);
+    let records = fire(&mut engine, &inputs[..changes], &settings, now);
+    assert_eq!(
+        records,
+        2 * changes,
+        "a run command and a record per change"
+    );
+}
+
+/// The measured part (`--toggle-collect=fire_path::fire` profiles it alone).
+#[inline(never)]
+fn fire(
+    engine: &mut Engine,
+    inputs: &[Vec<u8>],
+    settings: &KafkaSettings,
+    now: Timestamp,
+) -> usize {
+    let mut out = Vec::new();
+    let mut records = 0;
+    for bytes in inputs {
+        let change = codec::read_ctl_change(bytes).unwrap();
+        let actions = engine
+            .apply_ctl(&change.entity, &change.param, change.value, now)
+            .unwrap();
+        output::encode(actions, 0, settings, now, &mut out);
+        records += out.len();
+        out.clear();
+    }
+    records
+}
