@@ -60,14 +60,6 @@ where
     })
 }
 
-/// A protobuf encoding of `message` with room for `more` bytes after it,
-/// which the caller appends: one allocation for the whole record.
-pub(super) fn encode_with_room<M: Message>(message: &M, more: usize) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(message.encoded_len() + more);
-    message.encode_raw(&mut buf);
-    buf
-}
-
 /// Encodes a message built from core values.
 pub(super) fn encode<M>(message: &M, format: Format) -> Vec<u8>
 where
