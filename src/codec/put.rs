@@ -3,9 +3,28 @@
 //! a generated message first would copy every string into it.
 
 use jiff::Timestamp;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, message, WireType};
+use prost::encoding::{encoded_len_varint, key_len};
 
 use super::time::timestamp_to_proto;
+
+/// Wire types.
+const VARINT: u64 = 0;
+const LENGTH_DELIMITED: u64 = 2;
+
+/// A varint, pushed byte by byte (prost's writer goes through `BufMut`,
+/// several times the instructions per byte on a `Vec`).
+fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
+    while value >= 0x80 {
+        buf.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    buf.push(value as u8);
+}
+
+/// A field's key.
+fn put_key(tag: u32, wire_type: u64, buf: &mut Vec<u8>) {
+    put_varint(u64::from(tag) << 3 | wire_type, buf);
+}
 
 /// A length-delimited field.
 pub(super) fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
@@ -15,8 +34,8 @@ pub(super) fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
 
 /// The key and length of a length-delimited field whose `len` bytes follow.
 pub(super) fn put_len(tag: u32, len: usize, buf: &mut Vec<u8>) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(len as u64, buf);
+    put_key(tag, LENGTH_DELIMITED, buf);
+    put_varint(len as u64, buf);
 }
 
 /// Size of a length-delimited field of `len` bytes.
@@ -43,8 +62,8 @@ pub(super) fn str_len(tag: u32, text: &str) -> usize {
 /// A varint field (`uint32`, `uint64`); zero is left out.
 pub(super) fn put_uint(tag: u32, value: u64, buf: &mut Vec<u8>) {
     if value != 0 {
-        encode_key(tag, WireType::Varint, buf);
-        encode_varint(value, buf);
+        put_key(tag, VARINT, buf);
+        put_varint(value, buf);
     }
 }
 
@@ -59,10 +78,20 @@ pub(super) fn uint_len(tag: u32, value: u64) -> usize {
 
 /// A `google.protobuf.Timestamp` field (a message: written even when zero).
 pub(super) fn put_ts(tag: u32, t: Timestamp, buf: &mut Vec<u8>) {
-    message::encode(tag, &timestamp_to_proto(t), buf);
+    let t = timestamp_to_proto(t);
+    put_len(tag, ts_body_len(t.seconds, t.nanos), buf);
+    // `seconds` (int64) and `nanos` (int32) as protobuf writes them: a
+    // negative value as the ten bytes of its two's complement.
+    put_uint(1, t.seconds as u64, buf);
+    put_uint(2, i64::from(t.nanos) as u64, buf);
 }
 
 /// Bytes [`put_ts`] writes.
 pub(super) fn ts_len(tag: u32, t: Timestamp) -> usize {
-    message::encoded_len(tag, &timestamp_to_proto(t))
+    let t = timestamp_to_proto(t);
+    delimited_len(tag, ts_body_len(t.seconds, t.nanos))
+}
+
+fn ts_body_len(seconds: i64, nanos: i32) -> usize {
+    uint_len(1, seconds as u64) + uint_len(2, i64::from(nanos) as u64)
 }

@@ -2,11 +2,9 @@
 
 use jiff::Timestamp;
 use pbjson_types::Timestamp as ProtoTimestamp;
-use prost::encoding::{
-    encode_key, encode_varint, encoded_len_varint, key_len, message, string, WireType,
-};
 
 use super::error::DecodeError;
+use super::put::{delimited_len, put_len, put_str, put_ts, str_len, ts_len};
 use crate::ctl::ParamValues;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
@@ -81,16 +79,13 @@ pub(super) fn proto_map(map: ParamValues) -> std::collections::BTreeMap<String, 
 /// messages Reactor writes per record carry such maps, and building a
 /// second map of protobuf timestamps for each would be all overhead.
 pub(super) fn put_ts_map(tag: u32, map: &ParamValues, buf: &mut Vec<u8>) {
-    buf.reserve(ts_map_len(tag, map));
+    // No reserve here: the writers allocate a record at its full length,
+    // these bytes included ([`ts_map_len`]).
     for (key, value) in map {
-        let value = timestamp_to_proto(*value);
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(entry_len(key, &value) as u64, buf);
-        if !key.is_empty() {
-            string::encode(1, key, buf);
-        }
-        if value != ProtoTimestamp::default() {
-            message::encode(2, &value, buf);
+        put_len(tag, entry_len(key, *value), buf);
+        put_str(1, key, buf);
+        if *value != Timestamp::UNIX_EPOCH {
+            put_ts(2, *value, buf);
         }
     }
 }
@@ -98,25 +93,19 @@ pub(super) fn put_ts_map(tag: u32, map: &ParamValues, buf: &mut Vec<u8>) {
 /// Bytes [`put_ts_map`] appends.
 pub(super) fn ts_map_len(tag: u32, map: &ParamValues) -> usize {
     map.iter()
-        .map(|(key, value)| {
-            let n = entry_len(key, &timestamp_to_proto(*value));
-            key_len(tag) + encoded_len_varint(n as u64) + n
-        })
+        .map(|(key, value)| delimited_len(tag, entry_len(key, *value)))
         .sum()
 }
 
-fn entry_len(key: &str, value: &ProtoTimestamp) -> usize {
-    let key = if key.is_empty() {
+/// Bytes of a map entry: the key unless empty, the value unless the epoch
+/// (the protobuf default, `0` seconds and `0` nanos).
+fn entry_len(key: &str, value: Timestamp) -> usize {
+    let value = if value == Timestamp::UNIX_EPOCH {
         0
     } else {
-        key_len(1) + encoded_len_varint(key.len() as u64) + key.len()
+        ts_len(2, value)
     };
-    let value = if *value == ProtoTimestamp::default() {
-        0
-    } else {
-        message::encoded_len(2, value)
-    };
-    key + value
+    str_len(1, key) + value
 }
 
 fn convert(field: &'static str, t: &ProtoTimestamp) -> Result<Timestamp, DecodeError> {
@@ -130,6 +119,7 @@ fn convert(field: &'static str, t: &ProtoTimestamp) -> Result<Timestamp, DecodeE
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use prost::encoding::{message, string};
 
     #[test]
     fn before_epoch_has_positive_nanos() {
