@@ -656,119 +656,12 @@ mod tests {
         buf
     }
 
-    fn any_task_record() -> impl Strategy<Value = TaskRecord> {
-        let states = prop::sample::select(vec![
-            TaskState::Idle,
-            TaskState::Queued,
-            TaskState::Running,
-            TaskState::Backoff,
-            TaskState::Parked,
-            TaskState::Dead,
-            TaskState::Paused,
-        ]);
-        let run = (".{0,8}", any::<u32>(), any::<u64>(), any_ts(), any_ts()).prop_map(
-            |(run_id, attempt, pass, dispatched_at, deadline)| Run {
-                run_id,
-                attempt,
-                pass,
-                dispatched_at,
-                deadline,
-            },
-        );
-        let slot = (
-            states,
-            any::<u64>(),
-            any::<u64>(),
-            any::<u32>(),
-            proptest::option::of(run),
-            proptest::option::of(any_ts()),
-            proptest::option::of(".{0,6}"),
-            proptest::option::of(any_ts()),
-        )
-            .prop_map(
-                |(phase, run_seq, pass_seq, failures, run, wake_at, last_error, failed_at)| {
-                    RunSlot {
-                        phase,
-                        run_seq,
-                        pass_seq,
-                        failures,
-                        run,
-                        wake_at,
-                        last_error,
-                        failed_at,
-                    }
-                },
-            );
-        let values = || {
-            proptest::collection::vec(("[a-z./]{0,6}", any_ts()), 0..3)
-                .prop_map(|v| v.into_iter().collect::<crate::ctl::ParamValues>())
-        };
-        let params = || {
-            proptest::option::of(proptest::collection::btree_map(
-                "[a-z]{0,3}",
-                "[a-z]{0,3}",
-                0..3,
-            ))
-        };
-        let times = (
-            proptest::option::of(any_ts()),
-            proptest::option::of(any_ts()),
-            proptest::option::of(any_ts()),
-            proptest::option::of(any_ts()),
-            proptest::option::of(any_ts()),
-        );
-        let hold = proptest::option::of((any_ts(), any::<bool>()).prop_map(
-            |(until, awaiting_data)| Hold {
-                until,
-                awaiting_data,
-            },
-        ));
-        (
-            slot,
-            times,
-            values(),
-            values(),
-            hold,
-            any::<bool>(),
-            params(),
-            params(),
-            proptest::option::of(".{0,6}"),
-        )
-            .prop_map(
-                |(
-                    slot,
-                    (since, queued_at, last_success, sla_due, cron_at),
-                    snapshot,
-                    last_seen,
-                    hold,
-                    pause_requested,
-                    launch,
-                    again,
-                    source,
-                )| TaskRecord {
-                    slot,
-                    since,
-                    queued_at,
-                    snapshot,
-                    last_seen,
-                    last_success,
-                    sla_due,
-                    hold,
-                    pause_requested,
-                    launch,
-                    again,
-                    cron_at,
-                    source,
-                },
-            )
-    }
-
     proptest! {
         /// Written straight from the record, a task record is byte for
         /// byte what prost writes for its message (its maps last), and
         /// reads back as the record.
         #[test]
-        fn a_task_record_is_written_as_prost_writes_it(r in any_task_record()) {
+        fn a_task_record_is_written_as_prost_writes_it(r in any_record()) {
             let ours = encode_task(&r);
             prop_assert_eq!(&ours, &via_prost(&r));
             let back = decode_changelog(b"task/t", Some(&ours)).unwrap();
@@ -1127,6 +1020,7 @@ mod tests {
             until,
             awaiting_data,
         });
+        let launch = || proptest::collection::btree_map("[a-z]{0,4}", "[a-z0-9-]{0,6}", 0..3);
         (
             (
                 proptest::sample::select(<TaskState as strum::VariantArray>::VARIANTS.to_vec()),
@@ -1147,11 +1041,19 @@ mod tests {
                 any::<bool>(),
                 proptest::option::of(any::<String>()),
             ),
+            (
+                proptest::option::of(any_ts()),
+                proptest::option::of(any_ts()),
+                proptest::option::of(launch()),
+                proptest::option::of(launch()),
+                proptest::option::of("[a-z:0-9]{0,8}"),
+            ),
         )
             .prop_map(
                 |(
                     (state, since, queued_at, wake_at, failures, run_seq, pass_seq, run),
                     (snapshot, last_seen, last_success, sla_due, hold, pause_requested, last_error),
+                    (failed_at, cron_at, launch, again, source),
                 )| TaskRecord {
                     slot: RunSlot {
                         phase: state,
@@ -1161,7 +1063,7 @@ mod tests {
                         run,
                         wake_at,
                         last_error,
-                        failed_at: None,
+                        failed_at,
                     },
                     since,
                     queued_at,
@@ -1171,10 +1073,10 @@ mod tests {
                     sla_due,
                     hold,
                     pause_requested,
-                    launch: None,
-                    again: None,
-                    cron_at: None,
-                    source: None,
+                    launch,
+                    again,
+                    cron_at,
+                    source,
                 },
             )
     }
