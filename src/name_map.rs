@@ -28,29 +28,14 @@ impl<V> NameMap<V> {
             .map(|(_, v)| v)
     }
 
-    /// Whether `name` has a value.
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-
     /// Whether no name has a value.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    /// How many names have a value.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// The entries, in name order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &V)> {
         self.0.iter().map(|(name, v)| (name, v))
-    }
-
-    /// The names, in order.
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> {
-        self.0.iter().map(|(name, _)| name)
     }
 }
 
@@ -138,13 +123,11 @@ mod tests {
         assert_eq!(entries, [("expire", 2), ("price", 3)]);
         assert_eq!(map.get("price"), Some(&3));
         assert!(map.get("video").is_none());
-        assert!(map.contains_key("expire"));
-        assert_eq!(map.len(), 2);
         let json = serde_json::to_value(&map).unwrap();
         assert_eq!(json, serde_json::json!({"expire": 2, "price": 3}));
         let back: NameMap<u32> = serde_json::from_value(json).unwrap();
         assert_eq!(back, map);
         let one: NameMap<u32> = [("a".to_string(), 7)].into();
-        assert_eq!(one.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(one.get("a"), Some(&7));
     }
 }

@@ -6,13 +6,13 @@
 //! protobuf record, not as Structs, so that every number comes back exactly
 //! as it was (a Struct number is a double).
 
-use super::error::DecodeError;
-use super::time::{optional_ts, put_ts_map, required_ts, timestamp_to_proto, ts_map, ts_map_len};
 use prost::encoding::message;
 
+use super::error::DecodeError;
 use super::put::{
     delimited_len, put_bytes, put_len, put_str, put_ts, put_uint, str_len, ts_len, uint_len,
 };
+use super::time::{optional_ts, put_ts_map, required_ts, timestamp_to_proto, ts_map, ts_map_len};
 use super::wire::{decode, encode, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};

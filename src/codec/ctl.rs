@@ -206,6 +206,7 @@ pub fn encode_ctl_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::put::put_varint;
     use proptest::prelude::*;
 
     fn ts(s: &str) -> Timestamp {
@@ -314,14 +315,6 @@ mod tests {
             param: m.param,
             value,
         })
-    }
-
-    fn put_varint(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
     }
 
     /// A field: its number, wire type and bytes after the key.

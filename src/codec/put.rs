@@ -13,7 +13,7 @@ const LENGTH_DELIMITED: u64 = 2;
 
 /// A varint, pushed byte by byte (prost's writer goes through `BufMut`,
 /// several times the instructions per byte on a `Vec`).
-fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
+pub(super) fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
     while value >= 0x80 {
         buf.push((value as u8) | 0x80);
         value >>= 7;

@@ -2,9 +2,9 @@
 
 use jiff::Timestamp;
 
-use super::error::{non_empty, DecodeError};
 use prost::encoding::{btree_map, string};
 
+use super::error::{non_empty, DecodeError};
 use super::put::{put_str, put_ts, put_uint, str_len, ts_len, uint_len};
 use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
 use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map_len};
@@ -100,24 +100,17 @@ pub fn encode_run_command(
     let source = command.source.as_deref().unwrap_or_default();
     match format {
         Format::Protobuf => {
-            let params = || {
-                btree_map::encoded_len(
-                    string::encoded_len,
-                    string::encoded_len,
-                    RUN_PARAMS,
-                    &command.params,
-                )
-            };
             let len = str_len(1, &command.run_id)
                 + str_len(2, KIND_TASK)
                 + str_len(3, &command.task)
                 + uint_len(4, command.attempt.into())
                 + uint_len(5, command.pass)
-                + if command.params.is_empty() {
-                    0
-                } else {
-                    params()
-                }
+                + btree_map::encoded_len(
+                    string::encoded_len,
+                    string::encoded_len,
+                    RUN_PARAMS,
+                    &command.params,
+                )
                 + ts_len(8, command.deadline)
                 + str_len(9, reply_topic)
                 + str_len(10, reply_key)
@@ -130,17 +123,15 @@ pub fn encode_run_command(
             put_str(3, &command.task, &mut buf);
             put_uint(4, command.attempt.into(), &mut buf);
             put_uint(5, command.pass, &mut buf);
-            if !command.params.is_empty() {
-                btree_map::encode(
-                    string::encode,
-                    string::encoded_len,
-                    string::encode,
-                    string::encoded_len,
-                    RUN_PARAMS,
-                    &command.params,
-                    &mut buf,
-                );
-            }
+            btree_map::encode(
+                string::encode,
+                string::encoded_len,
+                string::encode,
+                string::encoded_len,
+                RUN_PARAMS,
+                &command.params,
+                &mut buf,
+            );
             put_ts(8, command.deadline, &mut buf);
             put_str(9, reply_topic, &mut buf);
             put_str(10, reply_key, &mut buf);

@@ -7,7 +7,7 @@
 use jiff::Timestamp;
 
 use super::ctl::CtlRecord;
-use super::error::{non_empty, DecodeError};
+use super::error::DecodeError;
 use super::limits::{
     check_json, check_name, check_object, truncate_text, MAX_BODY_BYTES, MAX_ERROR_BYTES,
     MAX_STATE_BYTES,
@@ -33,12 +33,8 @@ pub fn ctl_change(
 /// A CTL change's entity and parameter: non-empty, short, and together a
 /// parameter name the trigger DSL and commands can write.
 pub fn parameter(entity: &str, param: &str) -> Result<(), DecodeError> {
-    for (field, text) in [("entity", entity), ("param", param)] {
-        if text.is_empty() {
-            return Err(DecodeError::MissingField(field));
-        }
-        check_name(field, text)?;
-    }
+    check_present_name("entity", entity)?;
+    check_present_name("param", param)?;
     crate::ctl::ParamName::check(entity, param).map_err(|source| DecodeError::ParamName {
         field: "entity, param",
         source,
@@ -317,9 +313,16 @@ pub fn event_record(
 
 /// A name or id: non-empty and at most [`super::limits::MAX_NAME_BYTES`].
 pub fn name(field: &'static str, text: String) -> Result<String, DecodeError> {
-    let text = non_empty(field, text)?;
-    check_name(field, &text)?;
+    check_present_name(field, &text)?;
     Ok(text)
+}
+
+/// [`name`] of a borrowed text.
+fn check_present_name(field: &'static str, text: &str) -> Result<(), DecodeError> {
+    if text.is_empty() {
+        return Err(DecodeError::MissingField(field));
+    }
+    check_name(field, text)
 }
 
 #[cfg(test)]
