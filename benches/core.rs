@@ -71,12 +71,12 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         trigger: trigger::parse(&text).expect("valid trigger"),
         trigger_text: text,
         time_zone,
-        run: RunPolicy {
+        run: std::sync::Arc::new(RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,
             restart_after_timeout: true,
             accept: Accept::Last,
             retry: RetryPolicy::default(),
-        },
+        }),
         produces: Vec::new(),
         expect_every: None,
         params: BTreeMap::new(),
@@ -334,7 +334,7 @@ fn eval(c: &mut Criterion) {
     for (id, text, values, tz) in cases {
         let trigger: Trigger<ParamId> = trigger::parse(text)
             .expect("valid trigger")
-            .map(&mut |p: &ParamName| ParamId(u32::from(p.entity != "a")));
+            .map(&mut |p: &ParamName| ParamId(u32::from(p.entity() != "a")));
         assert!(trigger.eval(values, now, tz), "{id} fires on these values");
         group.bench_function(id, |b| {
             b.iter(|| black_box(&trigger).eval(black_box(values), black_box(now), black_box(tz)))

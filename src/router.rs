@@ -4,12 +4,13 @@
 //! with `partitioner=murmur2_random`. Pure, so the engine, the simulator and
 //! the runtime route alike without asking the broker.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::ctl::{CtlTable, ParamId};
+use crate::ctl::{CtlTable, ParamId, Postings};
 use crate::engine::{Command, Input, Target};
+use crate::name_index::NameIndex;
 
 /// Kafka's murmur2 hash of `data` (seed 0x9747b28c), as `Utils.murmur2`.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -81,29 +82,27 @@ pub struct Router {
 
 #[derive(Debug)]
 struct Tables {
-    /// Task id → the partition of its pool.
-    tasks: HashMap<String, i32>,
+    /// The configured tasks (shared with the configuration), found by id
+    /// through `task_ids`: no copy of each id.
+    tasks: Vec<Arc<crate::config::Task>>,
+    task_ids: NameIndex,
+    /// Per pool, its partition.
+    pools: Vec<i32>,
     /// Process names (jobs' implicit processes included).
     processes: HashSet<String>,
     /// Every CTL parameter a task names (trigger or `produces`).
     params: CtlTable,
     /// Per parameter id of `params`, the partitions of the tasks naming it.
-    ctl: Vec<Vec<i32>>,
+    ctl: Postings<i32>,
 }
 
 impl Router {
     /// The router of `config` over `partitions` partitions.
     pub fn new(config: &Config, partitions: i32) -> Router {
-        let tasks = config
-            .tasks
+        let pools: Vec<i32> = config
+            .pools
             .iter()
-            .filter_map(|t| {
-                let pool = config.pools.get(t.pool)?;
-                Some((
-                    t.id.clone(),
-                    partition_for(pool.name.as_bytes(), partitions),
-                ))
-            })
+            .map(|p| partition_for(p.name.as_bytes(), partitions))
             .collect();
         let processes = config
             .processes
@@ -112,31 +111,28 @@ impl Router {
             .chain(config.jobs.iter().map(|j| j.name.clone()))
             .collect();
         let mut params = CtlTable::new();
-        let mut ctl: Vec<Vec<i32>> = Vec::new();
+        let mut ctl = Vec::new();
         for t in &config.tasks {
-            let Some(pool) = config.pools.get(t.pool) else {
+            let Some(&p) = pools.get(t.pool) else {
                 continue;
             };
-            let p = partition_for(pool.name.as_bytes(), partitions);
             for name in t.trigger.params().into_iter().chain(&t.produces) {
-                let id = params.intern(name);
-                if ctl.len() <= id.index() {
-                    ctl.resize_with(id.index() + 1, Vec::new);
-                }
-                if let Some(shards) = ctl.get_mut(id.index()) {
-                    if !shards.contains(&p) {
-                        shards.push(p);
-                    }
-                }
+                ctl.push((params.intern(name), p));
             }
         }
+        params.shrink_to_fit();
+        // A parameter's partitions once each, in order.
+        ctl.sort_unstable_by_key(|&(id, p)| (id, p));
+        ctl.dedup();
         Router {
             partitions,
             tables: Arc::new(Tables {
-                tasks,
+                task_ids: NameIndex::of(config.tasks.iter().map(|t| t.id.as_str())),
+                tasks: config.tasks.clone(),
+                pools,
                 processes,
                 params,
-                ctl,
+                ctl: Postings::build(&ctl),
             }),
         }
     }
@@ -155,10 +151,7 @@ impl Router {
     /// partitions whose tasks name it; `None` when no task does.
     pub fn ctl(&self, entity: &str, param: &str) -> Option<(ParamId, &[i32])> {
         let id = self.tables.params.id(entity, param)?;
-        Some((
-            id,
-            self.tables.ctl.get(id.index()).map_or(&[], Vec::as_slice),
-        ))
+        Some((id, self.tables.ctl.of(id)))
     }
 
     /// The shard count.
@@ -179,7 +172,12 @@ impl Router {
 
     /// The partition of task `id`; `None` for a task not configured.
     pub fn task(&self, id: &str) -> Option<i32> {
-        self.tables.tasks.get(id).copied()
+        let tables = &*self.tables;
+        let i = tables
+            .task_ids
+            .get(id, |i| tables.tasks.get(i as usize).map(|t| t.id.as_str()))?;
+        let task = tables.tasks.get(i as usize)?;
+        tables.pools.get(task.pool).copied()
     }
 
     /// Where `input`, which arrived on partition `arrived`, goes. What names

@@ -686,7 +686,7 @@ impl Simulator {
             0,
             self.book.log.iter().cloned(),
             self.ctl.iter().filter_map(|(name, value)| {
-                let (named, _) = self.router.ctl(&name.entity, &name.param)?;
+                let (named, _) = self.router.ctl(name.entity(), name.param())?;
                 Some((named, *value))
             }),
         )

@@ -9,7 +9,7 @@ use super::{Error, Position, Section};
 use crate::duration::Duration;
 
 /// Result acceptance when a run was re-dispatched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Accept {
     /// Only a result carrying the current pass is accepted.
@@ -20,7 +20,7 @@ pub enum Accept {
 }
 
 /// The retry policy of DESIGN §7.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RetryPolicy {
     /// Failed attempts before parking.
     pub attempts: u32,
@@ -42,7 +42,7 @@ impl Default for RetryPolicy {
 
 /// How the runs of a task, stage or job are supervised: the part of the run
 /// lifecycle (DESIGN §7) they share.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RunPolicy {
     /// No result by then: the pass times out.
     pub timeout: Duration,

@@ -1,7 +1,8 @@
 //! `[[pool]]` and `[[task]]`: reactive tasks over CTL parameters (DESIGN §5)
 //! and the pools whose queues and limits they share.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use serde::Deserialize;
@@ -100,8 +101,9 @@ pub struct Task {
     pub trigger_text: String,
     /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
-    /// Timeout, result acceptance and retries of its runs.
-    pub run: RunPolicy,
+    /// Timeout, result acceptance and retries of its runs (shared by the
+    /// tasks whose policies are equal: most tasks take the defaults).
+    pub run: Arc<RunPolicy>,
     /// Parameters this task produces.
     pub produces: Vec<ParamName>,
     /// Staleness SLA.
@@ -177,8 +179,9 @@ pub(super) fn tasks(
     files: &[Spanned<TaskFile>],
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<std::sync::Arc<Task>>, Error> {
+) -> Result<Vec<Arc<Task>>, Error> {
     let mut ids = HashSet::new();
+    let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
     let mut tasks = Vec::with_capacity(files.len());
     for spanned in files {
         let at = spanned.span().start;
@@ -275,7 +278,12 @@ pub(super) fn tasks(
             Some(text) => Some(Box::new(section.cron(text, "schedule")?)),
             None => None,
         };
-        tasks.push(std::sync::Arc::new(Task {
+        let run = Arc::clone(
+            policies
+                .entry(run)
+                .or_insert_with_key(|run| Arc::new(run.clone())),
+        );
+        tasks.push(Arc::new(Task {
             id: t.id.clone(),
             pool,
             priority: t.priority,

@@ -39,8 +39,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::{self, Duration};
 
+mod postings;
 mod table;
 
+pub use postings::Postings;
 pub use table::{CtlTable, ParamId, ParamRef};
 
 /// Parameter name (`entity/param`) → value: what a run command and a task
@@ -59,28 +61,48 @@ pub enum Error {
 }
 
 /// A CTL parameter name: `entity/param` (the entity may contain dots, e.g. `dwh.orders/max_dt`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Kept as the one string `entity/param` with the entity's length: a task
+/// holds its trigger's names for the life of the process, and two strings
+/// per name were twice the heap blocks and twice the inline size.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ParamName {
-    /// The entity, e.g. a table (`dwh.orders`).
-    pub entity: String,
-    /// The parameter of the entity (`max_dt`).
-    pub param: String,
+    /// `entity/param`.
+    text: Box<str>,
+    /// Length of the entity: where the `/` is.
+    split: u32,
 }
 
 impl ParamName {
     /// A name from its two parts, taken as given (use `parse` to validate text).
-    pub fn new(entity: impl Into<String>, param: impl Into<String>) -> Self {
+    pub fn new(entity: impl AsRef<str>, param: impl AsRef<str>) -> Self {
+        let (entity, param) = (entity.as_ref(), param.as_ref());
+        let mut text = String::with_capacity(entity.len() + 1 + param.len());
+        text.push_str(entity);
+        text.push('/');
+        text.push_str(param);
         ParamName {
-            entity: entity.into(),
-            param: param.into(),
+            text: text.into_boxed_str(),
+            // A name of 4 GiB would not get through any input limit.
+            split: u32::try_from(entity.len()).unwrap_or(u32::MAX),
         }
+    }
+
+    /// The entity (`dwh.orders`).
+    pub fn entity(&self) -> &str {
+        self.text.get(..self.split as usize).unwrap_or_default()
+    }
+
+    /// The parameter of the entity (`max_dt`).
+    pub fn param(&self) -> &str {
+        self.text.get(self.split as usize + 1..).unwrap_or_default()
     }
 
     /// The name's two parts, borrowed.
     pub fn parts(&self) -> ParamRef<'_> {
         ParamRef {
-            entity: &self.entity,
-            param: &self.param,
+            entity: self.entity(),
+            param: self.param(),
         }
     }
 
@@ -115,6 +137,20 @@ impl FromStr for ParamName {
 impl fmt::Display for ParamName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.parts().fmt(f)
+    }
+}
+
+/// By entity, then parameter (not by the joined text, where `a.b/x` would
+/// come before `a/y`).
+impl Ord for ParamName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.entity(), self.param()).cmp(&(other.entity(), other.param()))
+    }
+}
+
+impl PartialOrd for ParamName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 

@@ -85,6 +85,14 @@ fn param_hash(entity: &str, param: &str) -> u64 {
     h.finish()
 }
 
+/// The hash of the name `id` has in `text` (what a rehash needs).
+fn stored_hash(text: &str, spans: &[Span], id: ParamId) -> u64 {
+    spans.get(id.index()).map_or(0, |&s| {
+        let name = parts(text, s);
+        param_hash(name.entity, name.param)
+    })
+}
+
 /// Both parts of the name at `span` of `text` (empty for a span outside it).
 fn parts(text: &str, span: Span) -> ParamRef<'_> {
     let start = span.start as usize;
@@ -104,29 +112,36 @@ impl CtlTable {
 
     /// The id of `name`, assigning the next one if it is new.
     pub fn intern(&mut self, name: &ParamName) -> ParamId {
-        if let Some(id) = self.id(&name.entity, &name.param) {
+        let (entity, param) = (name.entity(), name.param());
+        if let Some(id) = self.id(entity, param) {
             return id;
         }
         // 2^32 interned names, or 4 GiB of them, would not fit in memory first.
         let id = ParamId(u32::try_from(self.spans.len()).unwrap_or(u32::MAX));
         let span = Span {
             start: u32::try_from(self.text.len()).unwrap_or(u32::MAX),
-            entity: u32::try_from(name.entity.len()).unwrap_or(u32::MAX),
-            param: u32::try_from(name.param.len()).unwrap_or(u32::MAX),
+            entity: u32::try_from(entity.len()).unwrap_or(u32::MAX),
+            param: u32::try_from(param.len()).unwrap_or(u32::MAX),
         };
-        self.text.push_str(&name.entity);
-        self.text.push_str(&name.param);
+        self.text.push_str(entity);
+        self.text.push_str(param);
         self.spans.push(span);
         self.values.push(None);
         let (text, spans) = (&self.text, &self.spans);
-        self.ids
-            .insert_unique(param_hash(&name.entity, &name.param), id, |id| {
-                spans.get(id.index()).map_or(0, |&s| {
-                    let name = parts(text, s);
-                    param_hash(name.entity, name.param)
-                })
-            });
+        self.ids.insert_unique(param_hash(entity, param), id, |id| {
+            stored_hash(text, spans, *id)
+        });
         id
+    }
+
+    /// Gives back the room grown for names never interned: a table built
+    /// once (the router's, a shard's) is kept for the life of the process.
+    pub fn shrink_to_fit(&mut self) {
+        let (text, spans) = (&self.text, &self.spans);
+        self.ids.shrink_to_fit(|id| stored_hash(text, spans, *id));
+        self.text.shrink_to_fit();
+        self.spans.shrink_to_fit();
+        self.values.shrink_to_fit();
     }
 
     /// The id of `entity/param`, if it was interned.

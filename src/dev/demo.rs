@@ -99,8 +99,8 @@ fn send_ctl(
     value: Timestamp,
 ) {
     let record = CtlRecord {
-        entity: name.entity.clone(),
-        param: name.param.clone(),
+        entity: name.entity().to_string(),
+        param: name.param().to_string(),
         value,
     };
     let payload = codec::encode_ctl_change(

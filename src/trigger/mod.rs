@@ -346,6 +346,6 @@ mod tests {
             "chunk_delta(a/x, day)"
         );
         let t = parse("delay(a/x, 2h)").unwrap();
-        assert_eq!(t.to_dsl(&|p| p.param.to_uppercase()), "delay(X, 2h)");
+        assert_eq!(t.to_dsl(&|p| p.param().to_uppercase()), "delay(X, 2h)");
     }
 }

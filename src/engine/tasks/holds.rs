@@ -14,14 +14,14 @@ use crate::task::{Hold, TaskState};
 impl Tasks {
     /// The tasks whose trigger references `p`.
     fn waiting_on(&self, p: ParamId) -> Vec<u32> {
-        self.index.get(p.0 as usize).cloned().unwrap_or_default()
+        self.index.of(p).to_vec()
     }
 
     /// A producer was dispatched: hold a slot for every idle task waiting on
     /// what it produces.
     pub(super) fn start_holds(&mut self, producer: u32, now: Timestamp) -> Result<(), Error> {
         let produces = self.task(producer)?.def.produces.clone();
-        for p in produces {
+        for &p in &produces {
             for h in self.waiting_on(p) {
                 let pool = self.task(h)?.def.pool;
                 let (max_running, hold_max) = {
@@ -58,7 +58,7 @@ impl Tasks {
     /// `ctl.changes`, which is not ordered with the result).
     pub(super) fn producer_finished(&mut self, producer: u32, success: bool) -> Result<(), Error> {
         let produces = self.task(producer)?.def.produces.clone();
-        for p in produces {
+        for &p in &produces {
             for h in self.waiting_on(p) {
                 if self.task(h)?.rt.rare().hold.is_none()
                     || self.other_producer_running(h, producer)?
@@ -85,7 +85,7 @@ impl Tasks {
 
     fn other_producer_running(&self, waiter: u32, except: u32) -> Result<bool, Error> {
         for p in &self.task(waiter)?.def.refs {
-            for &q in self.producers.get(p.0 as usize).into_iter().flatten() {
+            for &q in self.producers.of(*p) {
                 if q != except && self.task(q)?.rt.slot.phase == TaskState::Running {
                     return Ok(true);
                 }

@@ -11,7 +11,8 @@ mod record;
 mod runs;
 mod view;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
@@ -19,8 +20,9 @@ use super::{bug, Error};
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
-use crate::ctl::{CtlTable, ParamId, ParamName};
+use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
+use crate::name_index::NameIndex;
 use crate::run::{Alarms, Due, RunSlot};
 use crate::task::{Hold, PoolQueue, TaskState};
 use crate::timers::Timers;
@@ -39,8 +41,8 @@ const NOT_HERE: u32 = u32::MAX;
 struct TaskDef {
     cfg: std::sync::Arc<crate::config::Task>,
     trigger: Trigger<ParamId>,
-    refs: Vec<ParamId>,
-    produces: Vec<ParamId>,
+    refs: Box<[ParamId]>,
+    produces: Box<[ParamId]>,
 }
 
 impl std::ops::Deref for TaskDef {
@@ -204,15 +206,16 @@ fn kind(due: Due) -> TimerKind {
 pub(super) struct Tasks {
     table: CtlTable,
     tasks: Vec<Task>,
-    by_id: HashMap<String, u32>,
+    /// Task id → index in `tasks`.
+    by_id: NameIndex,
     /// The router's id of a parameter (see [`crate::router::Router::ctl`])
     /// → this table's, [`NOT_HERE`] for one no task of this shard names:
     /// the router's lookup serves the shard too, one hash probe per change.
     by_named: Vec<u32>,
     /// Parameter → tasks whose trigger references it.
-    index: Vec<Vec<u32>>,
+    index: Postings<u32>,
     /// Parameter → tasks that produce it.
-    producers: Vec<Vec<u32>>,
+    producers: Postings<u32>,
     pools: Vec<PoolRt>,
     timers: Timers<(TimerKind, u32)>,
     dirty: Vec<u32>,
@@ -240,27 +243,22 @@ impl Tasks {
                 pending: false,
             })
             .collect();
-        let mut tasks = Vec::new();
-        let mut by_id = HashMap::new();
-        let mut index: Vec<Vec<u32>> = Vec::new();
-        let mut producers: Vec<Vec<u32>> = Vec::new();
-        for t in &config.tasks {
-            if !pools.get(t.pool).is_some_and(|p| owns(&p.name)) {
-                continue;
-            }
+        let owned =
+            |t: &&Arc<crate::config::Task>| pools.get(t.pool).is_some_and(|p| owns(&p.name));
+        // Sized once: a shard may hold millions of tasks, and a vector grown
+        // by doubling leaves up to half its room unused.
+        let mut tasks = Vec::with_capacity(config.tasks.iter().filter(owned).count());
+        let mut index = Vec::new();
+        let mut producers = Vec::new();
+        for t in config.tasks.iter().filter(owned) {
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
             let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
-            let refs: Vec<ParamId> = trigger.params().into_iter().copied().collect();
-            let produces: Vec<ParamId> = t.produces.iter().map(|n| table.intern(n)).collect();
-            for &p in &refs {
-                index_add(&mut index, p, i);
-            }
-            for &p in &produces {
-                index_add(&mut producers, p, i);
-            }
-            by_id.insert(t.id.clone(), i);
+            let refs: Box<[ParamId]> = trigger.params().into_iter().copied().collect();
+            let produces: Box<[ParamId]> = t.produces.iter().map(|n| table.intern(n)).collect();
+            index.extend(refs.iter().map(|&p| (p, i)));
+            producers.extend(produces.iter().map(|&p| (p, i)));
             tasks.push(Task {
                 def: TaskDef {
                     cfg: std::sync::Arc::clone(t),
@@ -271,13 +269,14 @@ impl Tasks {
                 rt: TaskRt::default(),
             });
         }
+        table.shrink_to_fit();
         Tasks {
             table,
+            by_id: NameIndex::of(tasks.iter().map(|t: &Task| t.def.id.as_str())),
             tasks,
-            by_id,
             by_named: Vec::new(),
-            index,
-            producers,
+            index: Postings::build(&index),
+            producers: Postings::build(&producers),
             pools,
             timers: Timers::default(),
             dirty: Vec::new(),
@@ -290,7 +289,7 @@ impl Tasks {
 
     /// Restores one `task/<id>` record (last write wins).
     pub(super) fn restore(&mut self, record: &ChangelogRecord) -> Result<(), Error> {
-        let Some(&i) = self.by_id.get(&record.key) else {
+        let Some(i) = self.find(&record.key) else {
             if record.value.is_some() {
                 self.orphans.push(record.key.clone());
             } else {
@@ -310,7 +309,7 @@ impl Tasks {
     /// Sets a CTL value without evaluating anything: restoring the global table.
     pub(super) fn load_ctl(&mut self, name: &ParamName, value: Timestamp) {
         // As in `apply_ctl`: only the parameters this shard's tasks name.
-        if let Some(id) = self.table.id(&name.entity, &name.param) {
+        if let Some(id) = self.table.id(name.entity(), name.param()) {
             self.table.set(id, value);
         }
     }
@@ -423,9 +422,9 @@ impl Tasks {
             return Ok(());
         }
         let moved_back = previous.filter(|p| value < *p);
-        let n = self.index.get(id.0 as usize).map_or(0, Vec::len);
+        let n = self.index.of(id).len();
         for k in 0..n {
-            let Some(&i) = self.index.get(id.0 as usize).and_then(|ts| ts.get(k)) else {
+            let Some(&i) = self.index.of(id).get(k) else {
                 break;
             };
             if let Some(previous) = moved_back {
@@ -508,7 +507,7 @@ impl Tasks {
 
     /// Whether `task` is owned here.
     pub(super) fn has(&self, task: &str) -> bool {
-        self.by_id.contains_key(task)
+        self.find(task).is_some()
     }
 
     /// The records a restore must reproduce, in declaration order.
@@ -520,6 +519,13 @@ impl Tasks {
 
     fn count(&self) -> u32 {
         u32::try_from(self.tasks.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The index of the task with id `id`.
+    fn find(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id, |i| {
+            self.tasks.get(i as usize).map(|t| t.def.id.as_str())
+        })
     }
 
     fn task(&self, i: u32) -> Result<&Task, Error> {
@@ -623,16 +629,5 @@ impl Tasks {
             }
         }
         Ok(())
-    }
-}
-
-/// Adds task `i` to parameter `p`'s list in an index.
-fn index_add(v: &mut Vec<Vec<u32>>, p: ParamId, i: u32) {
-    let k = p.0 as usize;
-    if v.len() <= k {
-        v.resize_with(k + 1, Vec::new);
-    }
-    if let Some(list) = v.get_mut(k) {
-        list.push(i);
     }
 }

@@ -35,8 +35,8 @@ impl Tasks {
             return false;
         }
         let start = after
-            .and_then(|id| self.by_id.get(id))
-            .map_or(0, |&i| i as usize + 1);
+            .and_then(|id| self.find(id))
+            .map_or(0, |i| i as usize + 1);
         for task in self.tasks.iter().skip(start) {
             let (def, rt) = (&task.def, &task.rt);
             let slot = &rt.slot;
@@ -76,7 +76,7 @@ impl Tasks {
         source: &str,
         now: Timestamp,
     ) -> Result<bool, Error> {
-        let Some(&i) = self.by_id.get(id) else {
+        let Some(i) = self.find(id) else {
             return Ok(false);
         };
         let (task, mut alarms) = self.slot_mut(i)?;

@@ -193,7 +193,7 @@ impl Tasks {
             self.reject(&result.run_id, &result, Rejection::BadRunId);
             return Ok(());
         };
-        let Some(&i) = self.by_id.get(task) else {
+        let Some(i) = self.find(task) else {
             let task = task.to_string();
             self.reject(&task, &result, Rejection::UnknownTarget);
             return Ok(());
@@ -290,7 +290,7 @@ impl Tasks {
         params: BTreeMap<String, String>,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let Some(&i) = self.by_id.get(task) else {
+        let Some(i) = self.find(task) else {
             self.out.push(Action::Event(Event::CommandRejected {
                 subject: Subject::task(task),
                 reason: "unknown task".to_string(),
@@ -480,7 +480,7 @@ impl Tasks {
         let crate::engine::input::Target::Task(task) = command.target() else {
             return Err(bug("a command for another target reached the tasks"));
         };
-        let Some(&i) = self.by_id.get(task) else {
+        let Some(i) = self.find(task) else {
             self.out.push(Action::Event(Event::CommandRejected {
                 subject: Subject::task(task),
                 reason: "unknown task".to_string(),

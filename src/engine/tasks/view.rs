@@ -150,7 +150,7 @@ impl Tasks {
 
     /// The view of `task` at `now`, if this shard owns it.
     pub(in crate::engine) fn view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
-        let t = self.tasks.get(*self.by_id.get(task)? as usize)?;
+        let t = self.tasks.get(self.find(task)? as usize)?;
         let (def, rt) = (&t.def, &t.rt);
         let values = TaskValues {
             table: &self.table,
