@@ -79,11 +79,19 @@ pub(super) fn uint_len(tag: u32, value: u64) -> usize {
 /// A `google.protobuf.Timestamp` field (a message: written even when zero).
 pub(super) fn put_ts(tag: u32, t: Timestamp, buf: &mut Vec<u8>) {
     let t = timestamp_to_proto(t);
-    put_len(tag, ts_body_len(t.seconds, t.nanos), buf);
+    put_key(tag, LENGTH_DELIMITED, buf);
+    // The body is at most 17 bytes (two keys, ten bytes of `seconds`, five
+    // of `nanos`): its length is one byte, written once the body is.
+    let at = buf.len();
+    buf.push(0);
     // `seconds` (int64) and `nanos` (int32) as protobuf writes them: a
     // negative value as the ten bytes of its two's complement.
     put_uint(1, t.seconds as u64, buf);
     put_uint(2, i64::from(t.nanos) as u64, buf);
+    let len = buf.len() - at - 1;
+    if let Some(b) = buf.get_mut(at) {
+        *b = len as u8;
+    }
 }
 
 /// Bytes [`put_ts`] writes.
@@ -94,4 +102,28 @@ pub(super) fn ts_len(tag: u32, t: Timestamp) -> usize {
 
 fn ts_body_len(seconds: i64, nanos: i32) -> usize {
     uint_len(1, seconds as u64) + uint_len(2, i64::from(nanos) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A timestamp field is what prost writes for the message, and
+        /// [`ts_len`] its length, over jiff's whole range.
+        #[test]
+        fn a_timestamp_is_written_as_prost_writes_it(
+            ns in Timestamp::MIN.as_nanosecond()..=Timestamp::MAX.as_nanosecond(),
+            tag in 1u32..5000,
+        ) {
+            let t = Timestamp::from_nanosecond(ns).unwrap();
+            let mut ours = vec![7];
+            put_ts(tag, t, &mut ours);
+            let mut theirs = vec![7];
+            prost::encoding::message::encode(tag, &timestamp_to_proto(t), &mut theirs);
+            prop_assert_eq!(&ours, &theirs);
+            prop_assert_eq!(ts_len(tag, t), ours.len() - 1);
+        }
+    }
 }

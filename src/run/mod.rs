@@ -33,12 +33,14 @@ pub struct Run {
 
 /// Builds the run id of a target's `seq`-th run.
 pub fn run_id(target: &str, seq: u64) -> String {
-    use std::fmt::Write;
-    // Sized once: a run id is built for every run, on the hot path.
-    let mut id = String::with_capacity(target.len() + 21);
+    // Sized once and written without the formatter: a run id is built for
+    // every run, on the hot path.
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(seq);
+    let mut id = String::with_capacity(target.len() + 1 + digits.len());
     id.push_str(target);
     id.push('#');
-    let _ = write!(id, "{seq}");
+    id.push_str(digits);
     id
 }
 
@@ -179,6 +181,9 @@ mod tests {
     #[test]
     fn run_ids_round_trip() {
         assert_eq!(run_id("orders#daily", 7), "orders#daily#7");
+        for seq in [0, 9, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(run_id("t", seq), format!("t#{seq}"));
+        }
         assert_eq!(parse_run_id("orders#daily#7"), Some(("orders#daily", 7)));
         assert_eq!(parse_run_id("orders"), None);
         assert_eq!(parse_run_id("orders#x"), None);
