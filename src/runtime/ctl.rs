@@ -287,8 +287,14 @@ impl Runtime {
 
 /// A consumed message as the intake sees it.
 pub(super) fn received<'a>(m: &'a BorrowedMessage<'_>) -> Received<'a> {
+    received_on(m, m.topic())
+}
+
+/// [`received`] with the message's topic already read (reading it checks
+/// the name's UTF-8 again).
+pub(super) fn received_on<'a>(m: &'a BorrowedMessage<'_>, topic: &'a str) -> Received<'a> {
     Received {
-        topic: m.topic(),
+        topic,
         partition: m.partition(),
         offset: m.offset(),
         key: m.key(),

@@ -33,13 +33,12 @@ impl Runtime {
         self.event_topics.iter().any(|t| t == topic)
     }
 
-    /// Takes one record of an event topic.
-    pub(super) fn on_event_record(&mut self, m: &BorrowedMessage<'_>) {
+    /// Takes one record of an event topic at `now` (counted as consumed by
+    /// the caller).
+    pub(super) fn on_event_record(&mut self, m: &BorrowedMessage<'_>, now: jiff::Timestamp) {
         let (topic, p) = (m.topic(), m.partition());
         self.offsets.set(topic, p, m.offset() + 1);
         self.consumed = true;
-        metrics::record_consumed(topic, 1);
-        let now = self.now();
         let headers: Vec<(&str, &[u8])> = m
             .headers()
             .map(|h| {

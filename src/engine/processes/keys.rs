@@ -1,53 +1,75 @@
 //! The key records of a shard, in `(process, key)` order, looked up by a
-//! borrowed key: the step and result paths look a key up several times per
-//! input, and a map keyed by `(u16, String)` made each lookup allocate.
+//! borrowed key. The step and result paths look a key up several times per
+//! input: a hash lookup, where an ordered map compared the key with a
+//! dozen others per tree level (`memcmp` was a tenth of the runtime
+//! thread's time in the jobs workload). Search and recovery walk the keys
+//! in order from a cursor: the order is kept beside, over the same strings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
+
+use hashbrown::hash_map::EntryRef;
 
 use super::KeyRecord;
 
-/// Key records per process index, each process's keys in order.
+/// One process's key records: found by hash, walked in key order.
+#[derive(Debug, Clone, Default)]
+struct ProcessKeys {
+    records: hashbrown::HashMap<Arc<str>, KeyRecord, foldhash::fast::FixedState>,
+    /// The keys of `records`, in order (each string shared with its entry).
+    order: BTreeSet<Arc<str>>,
+}
+
+impl ProcessKeys {
+    fn entry(&mut self, key: &str) -> &mut KeyRecord {
+        match self.records.entry_ref(key) {
+            EntryRef::Occupied(found) => found.into_mut(),
+            EntryRef::Vacant(new) => {
+                let new = new.insert_entry(KeyRecord::default());
+                self.order.insert(Arc::clone(new.key()));
+                new.into_mut()
+            }
+        }
+    }
+}
+
+/// Key records per process index.
 #[derive(Debug, Clone, Default)]
 pub(super) struct KeyMap {
-    by_process: BTreeMap<u16, BTreeMap<String, KeyRecord>>,
+    by_process: BTreeMap<u16, ProcessKeys>,
 }
 
 impl KeyMap {
     /// The record of `key` of process `p`.
     pub fn get(&self, p: u16, key: &str) -> Option<&KeyRecord> {
-        self.by_process.get(&p)?.get(key)
+        self.by_process.get(&p)?.records.get(key)
     }
 
     /// The record of `key` of process `p`, to change.
     pub fn get_mut(&mut self, p: u16, key: &str) -> Option<&mut KeyRecord> {
-        self.by_process.get_mut(&p)?.get_mut(key)
+        self.by_process.get_mut(&p)?.records.get_mut(key)
     }
 
     /// The record of `key` of process `p`, made empty if there was none.
     pub fn entry(&mut self, p: u16, key: &str) -> &mut KeyRecord {
-        self.by_process
-            .entry(p)
-            .or_default()
-            .entry(key.to_string())
-            .or_default()
+        self.by_process.entry(p).or_default().entry(key)
     }
 
     /// Sets the record of `key` of process `p`.
     pub fn insert(&mut self, p: u16, key: &str, record: KeyRecord) {
-        self.by_process
-            .entry(p)
-            .or_default()
-            .insert(key.to_string(), record);
+        *self.entry(p, key) = record;
     }
 
     /// Removes the record of `key` of process `p`.
     pub fn remove(&mut self, p: u16, key: &str) -> Option<KeyRecord> {
-        self.by_process.get_mut(&p)?.remove(key)
+        let keys = self.by_process.get_mut(&p)?;
+        keys.order.remove(key);
+        keys.records.remove(key)
     }
 
     /// Every record, in `(process, key)` order.
-    pub fn iter(&self) -> impl Iterator<Item = (u16, &String, &KeyRecord)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (u16, &str, &KeyRecord)> + '_ {
         self.from(Bound::Unbounded)
     }
 
@@ -55,22 +77,26 @@ impl KeyMap {
     pub fn from<'a>(
         &'a self,
         from: Bound<(u16, &'a str)>,
-    ) -> impl Iterator<Item = (u16, &'a String, &'a KeyRecord)> + 'a {
+    ) -> impl Iterator<Item = (u16, &'a str, &'a KeyRecord)> + 'a {
         let first = match from {
             Bound::Included((p, _)) | Bound::Excluded((p, _)) => p,
             Bound::Unbounded => 0,
         };
         self.by_process.range(first..).flat_map(move |(&p, keys)| {
             let range = match from {
-                Bound::Included((q, key)) if q == p => {
-                    keys.range::<str, _>((Bound::Included(key), Bound::Unbounded))
-                }
-                Bound::Excluded((q, key)) if q == p => {
-                    keys.range::<str, _>((Bound::Excluded(key), Bound::Unbounded))
-                }
-                _ => keys.range::<str, _>(..),
+                Bound::Included((q, key)) if q == p => keys
+                    .order
+                    .range::<str, _>((Bound::Included(key), Bound::Unbounded)),
+                Bound::Excluded((q, key)) if q == p => keys
+                    .order
+                    .range::<str, _>((Bound::Excluded(key), Bound::Unbounded)),
+                _ => keys.order.range::<str, _>(..),
             };
-            range.map(move |(key, record)| (p, key, record))
+            // Every key in the order has its record: both change together.
+            range.filter_map(move |key| {
+                let record = keys.records.get(&**key)?;
+                Some((p, &**key, record))
+            })
         })
     }
 }
@@ -80,7 +106,7 @@ mod tests {
     use super::*;
 
     fn keys(map: &KeyMap, from: Bound<(u16, &str)>) -> Vec<(u16, String)> {
-        map.from(from).map(|(p, k, _)| (p, k.clone())).collect()
+        map.from(from).map(|(p, k, _)| (p, k.to_string())).collect()
     }
 
     #[test]

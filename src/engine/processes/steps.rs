@@ -655,7 +655,11 @@ impl Processes {
             job.running = 0;
         }
         self.timers = Default::default();
-        let keys: Vec<(u16, String)> = self.keys.iter().map(|(p, k, _)| (p, k.clone())).collect();
+        let keys: Vec<(u16, String)> = self
+            .keys
+            .iter()
+            .map(|(p, k, _)| (p, k.to_string()))
+            .collect();
         for (p, key) in keys {
             let def = self.def(p)?.clone();
             let Some(record) = self.record(p, &key) else {
