@@ -55,8 +55,9 @@ pub enum Value {
     Offer(Box<OfferRecord>),
     /// A rescan in progress.
     Rescan(RescanRecord),
-    /// A process key.
-    Process(Box<KeyRecord>),
+    /// A process key (shared with the shard's map until the record is
+    /// written: the map clones it only if it changes again first).
+    Process(std::sync::Arc<KeyRecord>),
     /// A process schedule.
     Schedule(ScheduleRecord),
     /// A process's instance counter.

@@ -224,7 +224,9 @@ fn seed(
         let record = ChangelogRecord {
             store: Store::Process,
             key: format!("payout/{key}"),
-            value: Some(Value::Process(Box::new(failed_record(*counter, at)))),
+            value: Some(Value::Process(std::sync::Arc::new(failed_record(
+                *counter, at,
+            )))),
         };
         let (k, v) = codec::encode_changelog(record);
         send(p, &k, v.as_deref().unwrap_or_default())?;
@@ -512,7 +514,7 @@ mod tests {
             .map(|n| ChangelogRecord {
                 store: Store::Process,
                 key: format!("payout/k{n}"),
-                value: Some(Value::Process(Box::new(failed_record(n, at)))),
+                value: Some(Value::Process(std::sync::Arc::new(failed_record(n, at)))),
             })
             .chain([ChangelogRecord {
                 store: Store::Seq,

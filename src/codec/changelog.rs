@@ -86,9 +86,9 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
             Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
             Store::Offer => Value::Offer(Box::new(offer_from_proto(decode(bytes)?)?)),
             Store::Rescan => Value::Rescan(rescan_from_proto(decode(bytes)?)?),
-            Store::Process => {
-                Value::Process(Box::new(super::process::key_from_proto(decode(bytes)?)?))
-            }
+            Store::Process => Value::Process(std::sync::Arc::new(super::process::key_from_proto(
+                decode(bytes)?,
+            )?)),
             Store::Schedule => {
                 Value::Schedule(super::process::schedule_from_proto(decode(bytes)?)?)
             }

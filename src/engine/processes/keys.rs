@@ -16,17 +16,22 @@ use super::KeyRecord;
 /// One process's key records: found by hash, walked in key order.
 #[derive(Debug, Clone, Default)]
 struct ProcessKeys {
-    records: hashbrown::HashMap<Arc<str>, KeyRecord, foldhash::fast::FixedState>,
+    /// Each record shared with the changelog write of the step that
+    /// changed it (copied on the next change only while that write is
+    /// still unencoded): a record carries the instance's context, and
+    /// copying it for every step's write was a good part of the jobs path.
+    records: hashbrown::HashMap<Arc<str>, Arc<KeyRecord>, foldhash::fast::FixedState>,
     /// The keys of `records`, in order (each string shared with its entry).
     order: BTreeSet<Arc<str>>,
 }
 
 impl ProcessKeys {
-    fn entry(&mut self, key: &str) -> &mut KeyRecord {
+    /// The record of `key`, made empty if there was none.
+    fn slot(&mut self, key: &str) -> &mut Arc<KeyRecord> {
         match self.records.entry_ref(key) {
             EntryRef::Occupied(found) => found.into_mut(),
             EntryRef::Vacant(new) => {
-                let new = new.insert_entry(KeyRecord::default());
+                let new = new.insert_entry(Arc::default());
                 self.order.insert(Arc::clone(new.key()));
                 new.into_mut()
             }
@@ -43,29 +48,38 @@ pub(super) struct KeyMap {
 impl KeyMap {
     /// The record of `key` of process `p`.
     pub fn get(&self, p: u16, key: &str) -> Option<&KeyRecord> {
+        self.shared(p, key).map(Arc::as_ref)
+    }
+
+    /// The record of `key` of process `p`, to write to the changelog.
+    pub fn shared(&self, p: u16, key: &str) -> Option<&Arc<KeyRecord>> {
         self.by_process.get(&p)?.records.get(key)
     }
 
     /// The record of `key` of process `p`, to change.
     pub fn get_mut(&mut self, p: u16, key: &str) -> Option<&mut KeyRecord> {
-        self.by_process.get_mut(&p)?.records.get_mut(key)
+        self.by_process
+            .get_mut(&p)?
+            .records
+            .get_mut(key)
+            .map(Arc::make_mut)
     }
 
     /// The record of `key` of process `p`, made empty if there was none.
     pub fn entry(&mut self, p: u16, key: &str) -> &mut KeyRecord {
-        self.by_process.entry(p).or_default().entry(key)
+        Arc::make_mut(self.by_process.entry(p).or_default().slot(key))
     }
 
     /// Sets the record of `key` of process `p`.
     pub fn insert(&mut self, p: u16, key: &str, record: KeyRecord) {
-        *self.entry(p, key) = record;
+        *self.by_process.entry(p).or_default().slot(key) = Arc::new(record);
     }
 
     /// Removes the record of `key` of process `p`.
     pub fn remove(&mut self, p: u16, key: &str) -> Option<KeyRecord> {
         let keys = self.by_process.get_mut(&p)?;
         keys.order.remove(key);
-        keys.records.remove(key)
+        keys.records.remove(key).map(Arc::unwrap_or_clone)
     }
 
     /// Every record, in `(process, key)` order.
@@ -95,7 +109,7 @@ impl KeyMap {
             // Every key in the order has its record: both change together.
             range.filter_map(move |key| {
                 let record = keys.records.get(&**key)?;
-                Some((p, &**key, record))
+                Some((p, &**key, &**record))
             })
         })
     }

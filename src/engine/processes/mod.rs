@@ -457,8 +457,9 @@ impl Processes {
             store: Store::Process,
             key: format!("{name}/{key}"),
             value: self
-                .record(p, key)
-                .map(|r| Value::Process(Box::new(r.clone()))),
+                .keys
+                .shared(p, key)
+                .map(|r| Value::Process(std::sync::Arc::clone(r))),
         })
     }
 
