@@ -42,6 +42,7 @@
 //! - [`engine`]: one shard's state machine, `apply(input, now) -> actions`, `tick`, `restore`.
 //! - [`action`]: what the engine decides, as data: run commands, events, changelog records.
 //! - [`changelog`]: changelog record types: the state a shard persists and restores from.
+//! - [`keyed_map`]: records by string key found by hash and walked in key order (offers, process keys).
 //! - [`name_index`]: positions in a list found by the names its items hold (tasks by id, without a copy of each id).
 //! - [`name_map`]: a small map by name kept as a sorted list (parameter values, stage slots in records and commands).
 //! - [`proto`]: types generated from `schemas/reactor.proto` (prost + proto3 JSON serde).
@@ -129,6 +130,17 @@ pub mod duration;
 )]
 pub mod engine;
 pub mod kafka;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+pub mod keyed_map;
 pub mod metrics;
 #[cfg_attr(
     not(test),

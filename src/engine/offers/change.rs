@@ -38,7 +38,7 @@ impl Offers {
         }
         let is_new = old.is_none();
         let changed = offer::changed_fields(old, &body);
-        let rt = self.map.entry(id.clone()).or_insert_with(|| OfferRt {
+        let rt = self.map.get_or_insert_with(&id, || OfferRt {
             version: 0,
             body: SharedBody::default(),
             updated_at: now,

@@ -162,14 +162,14 @@ impl Offers {
             return Ok(());
         };
         let from = match &rescan.record.cursor {
-            Some(c) => Bound::Excluded(c.clone()),
+            Some(c) => Bound::Excluded(c.as_str()),
             None => Bound::Unbounded,
         };
         let ids: Vec<String> = self
             .map
-            .range::<String, _>((from, Bound::Unbounded))
+            .range(from)
             .take(RESCAN_CHUNK)
-            .map(|(id, _)| id.clone())
+            .map(|(id, _)| id.to_string())
             .collect();
         let done = ids.len() < RESCAN_CHUNK;
         let errors_before = rescan.record.errors;

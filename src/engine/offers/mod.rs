@@ -20,7 +20,7 @@ mod restore;
 mod runs;
 mod view;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use jiff::Timestamp;
 
@@ -29,6 +29,7 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
 use crate::engine::{bug, Error};
+use crate::keyed_map::KeyedMap;
 use crate::offer::SharedBody;
 use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
@@ -199,7 +200,7 @@ pub(super) struct Offers {
     stages: Vec<StageRt>,
     by_name: HashMap<String, u16>,
     ping_pong: PingPong,
-    map: BTreeMap<String, OfferRt>,
+    map: KeyedMap<OfferRt>,
     timers: Timers<OfferTimer>,
     /// Offers changed in this step (written or tombstoned at its end).
     dirty: BTreeSet<String>,
@@ -254,7 +255,7 @@ impl Offers {
             stages,
             by_name,
             ping_pong: config.offers.ping_pong,
-            map: BTreeMap::new(),
+            map: KeyedMap::default(),
             timers: Timers::default(),
             dirty: BTreeSet::new(),
             dirty_rescans: BTreeSet::new(),
@@ -384,8 +385,11 @@ impl Offers {
 
     /// The records a restore must reproduce, in key order.
     pub(super) fn snapshot(&self) -> Vec<ChangelogRecord> {
-        let mut records: Vec<ChangelogRecord> =
-            self.map.keys().map(|id| self.offer_record(id)).collect();
+        let mut records: Vec<ChangelogRecord> = self
+            .map
+            .iter()
+            .map(|(id, _)| self.offer_record(id))
+            .collect();
         records.extend(
             self.stage_ids()
                 .filter(|&s| self.stage(s).is_ok_and(|st| st.rescan.is_some()))

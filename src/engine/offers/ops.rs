@@ -51,13 +51,13 @@ impl Offers {
         };
         let (from, past) = match after {
             Some((offer, stage)) => (
-                Bound::Included(offer.to_string()),
+                Bound::Included(offer),
                 Some((offer, self.by_name.get(stage).copied())),
             ),
             None => (Bound::Unbounded, None),
         };
         let recovers = mode.is_some_and(|m| !matches!(m, Mode::FromStep(_)));
-        for (id, rt) in self.map.range::<String, _>((from, Bound::Unbounded)) {
+        for (id, rt) in self.map.range(from) {
             if rt.deleted {
                 continue;
             }

@@ -199,7 +199,7 @@ proptest! {
             prop_assert!(st.running <= st.share, "stage {} over its share", s);
         }
         let mut running = vec![0u32; STAGES.len()];
-        for (id, rt) in &offers.map {
+        for (id, rt) in offers.map.iter() {
             let busy = rt.slots.iter().filter(|(_, x)| x.slot.phase == Phase::Running).count();
             prop_assert!(busy <= 1, "{} runs {} stages at once", id, busy);
             for (s, slot) in &rt.slots {

@@ -22,7 +22,7 @@ impl Offers {
             .filter_map(|(name, slot)| Some((*self.by_name.get(name)?, slot.clone())))
             .collect();
         self.map.insert(
-            id,
+            &id,
             OfferRt {
                 version: record.version,
                 body: record.body.clone(),
@@ -66,7 +66,7 @@ impl Offers {
             st.rate_armed = None;
         }
         self.timers = Default::default();
-        for (id, rt) in &self.map {
+        for (id, rt) in self.map.iter() {
             let blocked = rt.blocked();
             for (s, slot) in &rt.slots {
                 let Some(st) = self.stages.get_mut(*s as usize) else {
@@ -86,15 +86,15 @@ impl Offers {
                     offer: id,
                 });
                 if let Some(at) = slot.timer {
-                    self.timers.arm(at, OfferTimer::Stage(*s, id.clone()));
+                    self.timers.arm(at, OfferTimer::Stage(*s, id.to_string()));
                 }
             }
             if let Some(until) = rt.guard.parked_until {
-                self.timers.arm(until, OfferTimer::Unpark(id.clone()));
+                self.timers.arm(until, OfferTimer::Unpark(id.to_string()));
             }
             if rt.deleted {
                 let at = crate::run::add(rt.updated_at, self.grave_time.get());
-                self.timers.arm(at, OfferTimer::Bury(id.clone()));
+                self.timers.arm(at, OfferTimer::Bury(id.to_string()));
             }
         }
     }

@@ -154,18 +154,14 @@ impl crate::engine::processes::schedule::OfferSource for Offers {
     ) -> (Option<String>, bool) {
         use std::ops::Bound;
         let from = match after {
-            Some(id) => Bound::Excluded(id.to_string()),
+            Some(id) => Bound::Excluded(id),
             None => Bound::Unbounded,
         };
         let mut last = None;
         let mut seen = 0;
-        for (id, rt) in self
-            .map
-            .range::<String, _>((from, Bound::Unbounded))
-            .take(n)
-        {
+        for (id, rt) in self.map.range(from).take(n) {
             seen += 1;
-            last = Some(id.clone());
+            last = Some(id.to_string());
             if rt.deleted {
                 continue;
             }

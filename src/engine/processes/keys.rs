@@ -1,48 +1,21 @@
 //! The key records of a shard, in `(process, key)` order, looked up by a
-//! borrowed key. The step and result paths look a key up several times per
-//! input: a hash lookup, where an ordered map compared the key with a
-//! dozen others per tree level (`memcmp` was a tenth of the runtime
-//! thread's time in the jobs workload). Search and recovery walk the keys
-//! in order from a cursor: the order is kept beside, over the same strings.
+//! borrowed key (see [`KeyedMap`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hashbrown::hash_map::EntryRef;
-
 use super::KeyRecord;
+use crate::keyed_map::KeyedMap;
 
-/// One process's key records: found by hash, walked in key order.
-#[derive(Debug, Clone, Default)]
-struct ProcessKeys {
-    /// Each record shared with the changelog write of the step that
-    /// changed it (copied on the next change only while that write is
-    /// still unencoded): a record carries the instance's context, and
-    /// copying it for every step's write was a good part of the jobs path.
-    records: hashbrown::HashMap<Arc<str>, Arc<KeyRecord>, foldhash::fast::FixedState>,
-    /// The keys of `records`, in order (each string shared with its entry).
-    order: BTreeSet<Arc<str>>,
-}
-
-impl ProcessKeys {
-    /// The record of `key`, made empty if there was none.
-    fn slot(&mut self, key: &str) -> &mut Arc<KeyRecord> {
-        match self.records.entry_ref(key) {
-            EntryRef::Occupied(found) => found.into_mut(),
-            EntryRef::Vacant(new) => {
-                let new = new.insert_entry(Arc::default());
-                self.order.insert(Arc::clone(new.key()));
-                new.into_mut()
-            }
-        }
-    }
-}
-
-/// Key records per process index.
+/// Key records per process index. Each record is shared with the
+/// changelog write of the step that changed it (copied on the next change
+/// only while that write is still unencoded): a record carries the
+/// instance's context, and copying it for every step's write was a good
+/// part of the jobs path.
 #[derive(Debug, Clone, Default)]
 pub(super) struct KeyMap {
-    by_process: BTreeMap<u16, ProcessKeys>,
+    by_process: BTreeMap<u16, KeyedMap<Arc<KeyRecord>>>,
 }
 
 impl KeyMap {
@@ -53,33 +26,38 @@ impl KeyMap {
 
     /// The record of `key` of process `p`, to write to the changelog.
     pub fn shared(&self, p: u16, key: &str) -> Option<&Arc<KeyRecord>> {
-        self.by_process.get(&p)?.records.get(key)
+        self.by_process.get(&p)?.get(key)
     }
 
     /// The record of `key` of process `p`, to change.
     pub fn get_mut(&mut self, p: u16, key: &str) -> Option<&mut KeyRecord> {
-        self.by_process
-            .get_mut(&p)?
-            .records
-            .get_mut(key)
-            .map(Arc::make_mut)
+        self.by_process.get_mut(&p)?.get_mut(key).map(Arc::make_mut)
     }
 
     /// The record of `key` of process `p`, made empty if there was none.
     pub fn entry(&mut self, p: u16, key: &str) -> &mut KeyRecord {
-        Arc::make_mut(self.by_process.entry(p).or_default().slot(key))
+        Arc::make_mut(
+            self.by_process
+                .entry(p)
+                .or_default()
+                .get_or_insert_with(key, Arc::default),
+        )
     }
 
     /// Sets the record of `key` of process `p`.
     pub fn insert(&mut self, p: u16, key: &str, record: KeyRecord) {
-        *self.by_process.entry(p).or_default().slot(key) = Arc::new(record);
+        self.by_process
+            .entry(p)
+            .or_default()
+            .insert(key, Arc::new(record));
     }
 
     /// Removes the record of `key` of process `p`.
     pub fn remove(&mut self, p: u16, key: &str) -> Option<KeyRecord> {
-        let keys = self.by_process.get_mut(&p)?;
-        keys.order.remove(key);
-        keys.records.remove(key).map(Arc::unwrap_or_clone)
+        self.by_process
+            .get_mut(&p)?
+            .remove(key)
+            .map(Arc::unwrap_or_clone)
     }
 
     /// Every record, in `(process, key)` order.
@@ -97,20 +75,13 @@ impl KeyMap {
             Bound::Unbounded => 0,
         };
         self.by_process.range(first..).flat_map(move |(&p, keys)| {
-            let range = match from {
-                Bound::Included((q, key)) if q == p => keys
-                    .order
-                    .range::<str, _>((Bound::Included(key), Bound::Unbounded)),
-                Bound::Excluded((q, key)) if q == p => keys
-                    .order
-                    .range::<str, _>((Bound::Excluded(key), Bound::Unbounded)),
-                _ => keys.order.range::<str, _>(..),
+            let bound = match from {
+                Bound::Included((q, key)) if q == p => Bound::Included(key),
+                Bound::Excluded((q, key)) if q == p => Bound::Excluded(key),
+                _ => Bound::Unbounded,
             };
-            // Every key in the order has its record: both change together.
-            range.filter_map(move |key| {
-                let record = keys.records.get(&**key)?;
-                Some((p, &**key, &**record))
-            })
+            keys.range(bound)
+                .map(move |(key, record)| (p, key, &**record))
         })
     }
 }
