@@ -6,7 +6,7 @@
 //! then `callgrind_annotate --inclusive=yes` on its output; divide by the
 //! changes (the second argument, default all tasks).
 
-use std::fmt::Write;
+mod common;
 
 use jiff::{SignedDuration, Timestamp};
 use reactor::codec::{self, CtlRecord, Format};
@@ -24,17 +24,7 @@ fn main() {
         .map(|a| a.parse::<usize>().unwrap());
     let tasks = args.next().unwrap_or(20_000);
     let changes = args.next().unwrap_or(tasks).min(tasks);
-    let mut text = String::new();
-    for p in 0..16 {
-        let _ = writeln!(text, "[[pool]]\nname = \"p{p}\"\n");
-    }
-    for i in 0..tasks {
-        let _ = writeln!(
-            text,
-            "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta(bench.t{i}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
-            i % 16
-        );
-    }
+    let text = common::bench_tasks_toml(tasks);
     let config = reactor::config::parse(&text, "probe.toml").unwrap().config;
     let mut engine = Engine::restore(&config, |_| true, std::iter::empty()).unwrap();
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();

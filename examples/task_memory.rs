@@ -6,7 +6,7 @@
 //! follows); the total is the figure. For where it goes, run it under
 //! `valgrind --tool=massif` with the global allocator line removed.
 
-use std::fmt::Write;
+mod common;
 
 use reactor::router::Router;
 use reactor::shell::driver::Driver;
@@ -26,17 +26,7 @@ fn main() {
         .map(|a| a.parse::<usize>().unwrap());
     let tasks = args.next().unwrap_or(1_000_000);
     let partitions = args.next().unwrap_or(4) as i32;
-    let mut text = String::new();
-    for p in 0..16 {
-        let _ = writeln!(text, "[[pool]]\nname = \"p{p}\"\n");
-    }
-    for i in 0..tasks {
-        let _ = writeln!(
-            text,
-            "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta(bench.t{i}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
-            i % 16
-        );
-    }
+    let text = common::bench_tasks_toml(tasks);
     let raw = text.len() as f64 / tasks as f64;
     let per = |b: u64, a: u64| a.saturating_sub(b) as f64 / tasks as f64;
     let r0 = resident();
