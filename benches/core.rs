@@ -215,6 +215,7 @@ fn fanout_fire(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     let pristine = restored_shard(1000, 0);
     let settings = config::KafkaSettings::default();
+    let names = output::OutTopics::new(&settings.topics);
     for (id, encoded) in [("10", false), ("10_encoded", true)] {
         let mut engine = pristine.clone();
         let (target, t0) = (entity(0), t0());
@@ -254,7 +255,7 @@ fn fanout_fire(c: &mut Criterion) {
                     assert_eq!(actions.len(), 2 * PER_PARAM, "a run and a record each");
                     if encoded {
                         let start = Instant::now();
-                        output::encode(actions, 0, &settings, now, &mut records);
+                        output::encode(actions, 0, &settings, &names, now, &mut records);
                         timed += start.elapsed();
                         assert_eq!(black_box(&records).len(), 2 * PER_PARAM);
                         records.clear();

@@ -58,6 +58,7 @@ fn fire(
     settings: &KafkaSettings,
     now: Timestamp,
 ) -> usize {
+    let names = output::OutTopics::new(&settings.topics);
     let mut out = Vec::new();
     let mut records = 0;
     for bytes in inputs {
@@ -65,7 +66,7 @@ fn fire(
         let actions = engine
             .apply_ctl(&change.entity, &change.param, change.value, now)
             .unwrap();
-        output::encode(actions, 0, settings, now, &mut out);
+        output::encode(actions, 0, settings, &names, now, &mut out);
         records += out.len();
         out.clear();
     }

@@ -23,6 +23,7 @@ use reactor::config::Config;
 use reactor::engine::Engine;
 use reactor::proto::v1;
 use reactor::runtime::intake::{self, Context, Outcome, Received, Role, Router, Shard};
+use reactor::runtime::output::OutTopics;
 use reactor::runtime::supervisor::RUNTIME_STACK;
 use reactor::shell::driver::Driver;
 
@@ -122,8 +123,10 @@ impl Bench {
             produced_at: None,
             trace: Default::default(),
         };
+        let topics = OutTopics::new(&self.config.kafka.topics);
         let ctx = Context {
             settings: &self.config.kafka,
+            topics: &topics,
             max_record_bytes: MAX_RECORD,
             router: &self.router,
         };
@@ -170,7 +173,7 @@ impl Bench {
                 .pending()
                 .iter()
                 .rev()
-                .find(|r| r.topic == self.config.kafka.topics.dead)
+                .find(|r| *r.topic == *self.config.kafka.topics.dead)
                 .expect("a dead letter");
             let header = letter
                 .headers
@@ -188,7 +191,7 @@ impl Bench {
         self.shard
             .pending()
             .iter()
-            .filter(|r| r.topic == self.config.kafka.topics.events)
+            .filter(|r| *r.topic == *self.config.kafka.topics.events)
             .filter_map(|r| codec::decode_event(r.payload.as_deref()?).ok())
             .map(|(e, _)| e)
             .filter(|e| codec::event_kind(e) == kind)
@@ -684,7 +687,7 @@ fn each_poison_kind_of_the_issue_is_refused_or_rejected_and_work_goes_on() {
             .shard
             .pending()
             .iter()
-            .any(|r| r.topic == bench.config.kafka.topics.offer_state));
+            .any(|r| *r.topic == *bench.config.kafka.topics.offer_state));
     });
 }
 
@@ -697,8 +700,10 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         .unwrap()
         .config;
     let router = Router::new(&config, 1);
+    let topics = OutTopics::new(&config.kafka.topics);
     let ctx = Context {
         settings: &config.kafka,
+        topics: &topics,
         max_record_bytes: MAX_RECORD,
         router: &router,
     };
@@ -720,7 +725,7 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
     let marks: BTreeMap<i32, i64> = shard
         .pending()
         .iter()
-        .filter(|r| r.topic == config.kafka.topics.changelog)
+        .filter(|r| *r.topic == *config.kafka.topics.changelog)
         .filter_map(|r| codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()))
         .map(|m| {
             let (p, offset) = m.unwrap();

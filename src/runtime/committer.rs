@@ -258,7 +258,7 @@ fn send(producer: &SharedProducer, r: &OutRecord) -> Result<(), Error> {
         std::thread::sleep(Duration::from_millis(5))
     })
     .map_err(|source| Error::Record {
-        topic: r.topic.clone(),
+        topic: r.topic.to_string(),
         partition: r.partition.unwrap_or(-1),
         offset: -1,
         source,

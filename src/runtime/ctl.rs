@@ -215,6 +215,7 @@ impl Runtime {
         }
         let ctx = Context {
             settings: &self.options.config.kafka,
+            topics: &self.out_topics,
             max_record_bytes: self.max_record_bytes,
             router: &self.router,
         };

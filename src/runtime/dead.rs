@@ -100,7 +100,7 @@ pub fn letter(
         (key, payload)
     };
     let record = OutRecord {
-        topic: dead_topic.to_string(),
+        topic: std::sync::Arc::from(dead_topic),
         partition: None,
         key: key.to_vec(),
         payload: payload.map(<[u8]>::to_vec),
@@ -144,7 +144,7 @@ mod tests {
             "protobuf: bad",
         );
         assert_eq!(
-            (r.topic.as_str(), r.key.as_slice(), r.payload.as_deref()),
+            (&*r.topic, r.key.as_slice(), r.payload.as_deref()),
             ("reactor.dead", &b"k"[..], Some(&b"\xff\x00"[..]))
         );
         assert_eq!(header(&r, "reactor.reason"), Some("protobuf: bad"));

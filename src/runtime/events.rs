@@ -85,7 +85,7 @@ impl Runtime {
                 source: launch.source,
             };
             self.inbox.pending.push(OutRecord {
-                topic: config.kafka.topics.commands.clone(),
+                topic: std::sync::Arc::clone(&self.out_topics.commands),
                 partition: Some(self.router.key(&key)),
                 key: key.into_bytes(),
                 payload: Some(codec::encode_command(&command, Format::Protobuf)),
@@ -120,6 +120,7 @@ fn emit(runtime: &mut Runtime, actions: Vec<Action>, now: Timestamp) {
         actions,
         -1,
         &runtime.options.config.kafka,
+        &runtime.out_topics,
         now,
         &mut runtime.inbox.pending,
     );

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use super::dead::{self, DeadNote, Source};
-use super::output::{self, OutRecord};
+use super::output::{self, OutRecord, OutTopics};
 use crate::action::Action;
 use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlChange, CtlRecord, DecodeError};
@@ -92,6 +92,8 @@ pub use crate::router::Router;
 pub struct Context<'a> {
     /// Topics and formats.
     pub settings: &'a KafkaSettings,
+    /// The names of the topics written, shared by their records.
+    pub topics: &'a OutTopics,
     /// The producer's `message.max.bytes`.
     pub max_record_bytes: usize,
     /// Who owns what.
@@ -258,7 +260,7 @@ impl Shard {
         self.ctl_marks.insert(ctl_partition, record.offset);
         let (key, value) = codec::encode_ctl_dead_mark(ctl_partition, record.offset);
         self.pending.push(OutRecord {
-            topic: ctx.settings.topics.changelog.clone(),
+            topic: std::sync::Arc::clone(&ctx.topics.changelog),
             partition: Some(self.partition),
             key,
             payload: Some(value),
@@ -280,13 +282,22 @@ struct Outbox<'a> {
 
 impl Sink for Outbox<'_> {
     fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
-        let mut records = Vec::with_capacity(actions.len());
-        output::encode(actions, self.partition, self.ctx.settings, at, &mut records);
-        for mut record in records {
-            if !self.trace.is_empty() && record.topic != self.ctx.settings.topics.changelog {
+        // Encoded where they stay (no list per input), then seen to.
+        let first = self.pending.len();
+        let ctx = self.ctx;
+        output::encode(
+            actions,
+            self.partition,
+            ctx.settings,
+            ctx.topics,
+            at,
+            self.pending,
+        );
+        for record in self.pending.iter_mut().skip(first) {
+            if !self.trace.is_empty() && record.topic != ctx.topics.changelog {
                 record.headers.extend_from_slice(self.trace);
             }
-            push(self.ctx, self.pending, self.dead, record);
+            fit(ctx, self.dead, record);
         }
     }
 }
@@ -299,11 +310,17 @@ fn push(
     ctx: &Context<'_>,
     pending: &mut Vec<OutRecord>,
     dead: &mut Vec<DeadNote>,
-    record: OutRecord,
+    mut record: OutRecord,
 ) {
+    fit(ctx, dead, &mut record);
+    pending.push(record);
+}
+
+/// Replaces `record`, if the producer would refuse it, by its dead letter
+/// (see [`push`]).
+fn fit(ctx: &Context<'_>, dead: &mut Vec<DeadNote>, record: &mut OutRecord) {
     let size = record.size();
     if size <= ctx.max_record_bytes {
-        pending.push(record);
         return;
     }
     metrics::OutputOversize {
@@ -329,7 +346,7 @@ fn push(
         record.payload.as_deref(),
         &reason,
     );
-    pending.push(letter);
+    *record = letter;
     dead.push(note);
 }
 
@@ -426,7 +443,7 @@ fn forward(
     shard.push(
         ctx,
         OutRecord {
-            topic: record.topic.to_string(),
+            topic: std::sync::Arc::from(record.topic),
             partition: Some(to),
             key: record.key.unwrap_or_default().to_vec(),
             payload,

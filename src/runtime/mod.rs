@@ -125,6 +125,8 @@ pub struct Runtime {
     /// Who owns what.
     router: Router,
     /// The producer's `message.max.bytes`.
+    /// The names of the topics written, shared by their records.
+    out_topics: output::OutTopics,
     max_record_bytes: usize,
     /// The global CTL table: the latest value of each parameter a task
     /// names, by the router's parameter id.
@@ -242,6 +244,7 @@ impl Runtime {
             .into_iter()
             .map(str::to_string)
             .collect();
+        let out_topics = output::OutTopics::new(&options.config.kafka.topics);
         let mut runtime = Runtime {
             options,
             group: Arc::new(group),
@@ -256,6 +259,7 @@ impl Runtime {
             restorer,
             assigned: BTreeSet::new(),
             router,
+            out_topics,
             max_record_bytes,
             table,
             offsets: positions::Positions::default(),
@@ -387,6 +391,7 @@ impl Runtime {
     fn parts(&mut self) -> (Context<'_>, &mut BTreeMap<i32, Shard>, &mut ctl::Waiting) {
         let ctx = Context {
             settings: &self.options.config.kafka,
+            topics: &self.out_topics,
             max_record_bytes: self.max_record_bytes,
             router: &self.router,
         };

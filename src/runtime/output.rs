@@ -1,16 +1,18 @@
 //! Turning engine actions into Kafka records of the shard's transaction.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
 use crate::action::Action;
 use crate::codec;
-use crate::config::KafkaSettings;
+use crate::config::{KafkaSettings, Topics};
 
 /// One record to produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutRecord {
-    /// Destination topic.
-    pub topic: String,
+    /// Destination topic (shared: most records go to a few topics).
+    pub topic: Arc<str>,
     /// Explicit partition (the changelog is written to the shard's own
     /// partition); `None` lets the murmur2 partitioner pick by key.
     pub partition: Option<i32>,
@@ -51,12 +53,43 @@ impl OutRecord {
     }
 }
 
+/// The names of the topics Reactor writes, each shared by the records
+/// written there: a record per input to the changelog and one to a run or
+/// event topic copied a topic name each.
+#[derive(Debug, Clone)]
+pub struct OutTopics {
+    /// Task run commands without a topic of their own.
+    pub runs: Arc<str>,
+    /// Events.
+    pub events: Arc<str>,
+    /// The changelog.
+    pub changelog: Arc<str>,
+    /// Offer states.
+    pub offer_state: Arc<str>,
+    /// Operator commands (launches forwarded to their owner).
+    pub commands: Arc<str>,
+}
+
+impl OutTopics {
+    /// The configured topics' names.
+    pub fn new(topics: &Topics) -> OutTopics {
+        OutTopics {
+            runs: Arc::from(topics.runs.as_str()),
+            events: Arc::from(topics.events.as_str()),
+            changelog: Arc::from(topics.changelog.as_str()),
+            offer_state: Arc::from(topics.offer_state.as_str()),
+            commands: Arc::from(topics.commands.as_str()),
+        }
+    }
+}
+
 /// Encodes the actions of shard `partition` at `now` (taken by value: their
-/// strings move into the records instead of being copied).
+/// strings move into the records instead of being copied) onto `out`.
 pub fn encode(
     actions: Vec<Action>,
     partition: i32,
     settings: &KafkaSettings,
+    names: &OutTopics,
     now: Timestamp,
     out: &mut Vec<OutRecord>,
 ) {
@@ -74,7 +107,7 @@ pub fn encode(
                 // Keyed by the offer: a worker's reply (keyed alike) comes
                 // back to the partition that owns the offer.
                 key: run.offer.into_bytes(),
-                topic: run.topic,
+                topic: Arc::from(run.topic),
                 headers: Vec::new(),
             },
             Action::StepRun(run) => OutRecord {
@@ -88,7 +121,7 @@ pub fn encode(
                 // Keyed by the business key: the worker's reply (keyed alike)
                 // comes back to the partition that owns the key.
                 key: run.key.into_bytes(),
-                topic: run.topic,
+                topic: Arc::from(run.topic),
                 headers: Vec::new(),
             },
             Action::OfferState(state) => OutRecord {
@@ -97,7 +130,7 @@ pub fn encode(
                     now,
                     settings.formats.offer_state,
                 )),
-                topic: topics.offer_state.clone(),
+                topic: Arc::clone(&names.offer_state),
                 partition: None,
                 key: state.offer.into_bytes(),
                 headers: Vec::new(),
@@ -111,7 +144,7 @@ pub fn encode(
                     settings.formats.runs,
                 );
                 OutRecord {
-                    topic: run.topic.unwrap_or_else(|| topics.runs.clone()),
+                    topic: run.topic.map_or_else(|| Arc::clone(&names.runs), Arc::from),
                     partition: None,
                     // The task's id is the key: it moves there.
                     key: run.task.into_bytes(),
@@ -120,7 +153,7 @@ pub fn encode(
                 }
             }
             Action::Event(event) => OutRecord {
-                topic: topics.events.clone(),
+                topic: Arc::clone(&names.events),
                 partition: None,
                 key: event.key().as_bytes().to_vec(),
                 payload: Some(codec::encode_event(&event, now, settings.formats.events)),
@@ -129,7 +162,7 @@ pub fn encode(
             Action::Changelog(record) => {
                 let (key, payload) = codec::encode_changelog(record);
                 OutRecord {
-                    topic: topics.changelog.clone(),
+                    topic: Arc::clone(&names.changelog),
                     partition: Some(partition),
                     key,
                     payload,

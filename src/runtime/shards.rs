@@ -298,7 +298,7 @@ impl Runtime {
             (e, _) => e,
         })?;
         let changelog = &self.options.config.kafka.topics.changelog;
-        for r in old.pending().iter().filter(|r| r.topic == *changelog) {
+        for r in old.pending().iter().filter(|r| *r.topic == **changelog) {
             if codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()).is_none() {
                 if let Ok(record) = codec::decode_changelog(&r.key, r.payload.as_deref()) {
                     records.push(record);

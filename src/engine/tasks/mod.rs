@@ -39,7 +39,7 @@ const NOT_HERE: u32 = u32::MAX;
 /// parameter ids.
 #[derive(Debug, Clone)]
 struct TaskDef {
-    cfg: std::sync::Arc<crate::config::Task>,
+    cfg: Arc<crate::config::Task>,
     trigger: Trigger<ParamId>,
     refs: Box<[ParamId]>,
     produces: Box<[ParamId]>,
@@ -261,7 +261,7 @@ impl Tasks {
             producers.extend(produces.iter().map(|&p| (p, i)));
             tasks.push(Task {
                 def: TaskDef {
-                    cfg: std::sync::Arc::clone(t),
+                    cfg: Arc::clone(t),
                     trigger,
                     refs,
                     produces,
