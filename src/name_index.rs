@@ -47,16 +47,6 @@ impl NameIndex {
             .find(hash(name), |&p| name_at(p) == Some(name))
             .copied()
     }
-
-    /// Number of names.
-    pub fn len(&self) -> usize {
-        self.positions.len()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.positions.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -73,8 +63,7 @@ mod tests {
         assert_eq!(index.get("bb", at), Some(1));
         assert_eq!(index.get("c", at), Some(3));
         assert_eq!(index.get("d", at), None);
-        assert_eq!(index.len(), 3);
-        assert!(NameIndex::default().is_empty());
+        assert_eq!(NameIndex::default().get("a", at), None);
     }
 
     proptest! {

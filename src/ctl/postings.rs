@@ -15,15 +15,6 @@ pub struct Postings<T> {
     items: Vec<T>,
 }
 
-impl<T> Default for Postings<T> {
-    fn default() -> Self {
-        Postings {
-            starts: vec![0],
-            items: Vec::new(),
-        }
-    }
-}
-
 impl<T: Copy + PartialEq> Postings<T> {
     /// The index of `pairs` (parameter, item), each parameter's items in the
     /// order given; an item given again right after itself for the same
@@ -80,7 +71,7 @@ mod tests {
         assert_eq!(index.of(p(1)), [] as [u32; 0]);
         assert_eq!(index.of(p(2)), [7, 3]);
         assert_eq!(index.of(p(3)), [] as [u32; 0]);
-        assert_eq!(Postings::<u32>::default().of(p(0)), [] as [u32; 0]);
+        assert_eq!(Postings::<u32>::build(&[]).of(p(0)), [] as [u32; 0]);
     }
 
     proptest! {
