@@ -51,14 +51,6 @@ fn kfake(test: &str) -> TestKafka {
     TestKafka::on(&brokers, test)
 }
 
-/// A free loopback port for an admin API.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// One `reactor run` process.
 struct Proc {
     id: String,
@@ -346,7 +338,7 @@ impl Group {
         std::fs::write(&config, text).expect("config file");
         let procs = ["a", "b", "c"]
             .iter()
-            .map(|id| Proc::start(&config, id, free_port(), &dir))
+            .map(|id| Proc::start(&config, id, support::child::free_port(), &dir))
             .collect();
         let group = Group {
             kafka,

@@ -1,11 +1,31 @@
 //! `reactor run` as a child process, for tests that kill it with SIGKILL
 //! mid-transaction (an in-process crash stops only between batches).
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// A free loopback port for a child's admin API, never one handed out
+/// before in this test process: a port is let go before the child binds
+/// it, and the next `bind` to port 0 may pick it again (seen: two
+/// instances given one port, the second failing to start).
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        if given.insert(port) {
+            return port;
+        }
+    }
+}
 
 /// A running `reactor run`; killed when dropped.
 pub struct ReactorChild {
@@ -28,10 +48,7 @@ impl ReactorChild {
         log: &Path,
         env: &[(&str, &str)],
     ) -> ReactorChild {
-        let admin = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .to_string();
+        let admin = format!("127.0.0.1:{}", free_port());
         let log = std::fs::File::create(log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_reactor"))
             .args(["run", "--instance-id", instance, "--admin", &admin, "-c"])
