@@ -63,10 +63,12 @@ fn fire(
     let mut records = 0;
     for bytes in inputs {
         let change = codec::read_ctl_change(bytes).unwrap();
-        let actions = engine
+        let mut actions = engine
             .apply_ctl(&change.entity, &change.param, change.value, now)
             .unwrap();
-        output::encode(actions, 0, settings, &names, now, &mut out);
+        output::encode(actions.drain(..), 0, settings, &names, now, &mut out);
+        // As the shard driver does: the list goes back to the engine.
+        engine.recycle(actions);
         records += out.len();
         out.clear();
     }

@@ -395,7 +395,12 @@ struct Book {
 }
 
 impl Book {
-    fn record(&mut self, at: Timestamp, actions: Vec<Action>, out: &mut Vec<Output>) {
+    fn record(
+        &mut self,
+        at: Timestamp,
+        actions: impl IntoIterator<Item = Action>,
+        out: &mut Vec<Output>,
+    ) {
         for action in actions {
             match &action {
                 Action::Run(run) => {
@@ -436,8 +441,8 @@ struct Recording<'a> {
 }
 
 impl Sink for Recording<'_> {
-    fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
-        self.book.record(at, actions, self.out);
+    fn take(&mut self, at: Timestamp, actions: &mut Vec<Action>) {
+        self.book.record(at, actions.drain(..), self.out);
     }
 }
 

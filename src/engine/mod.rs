@@ -84,6 +84,10 @@ pub struct Engine {
     processes: processes::Processes,
     /// Recoveries in progress.
     ops: ops::Ops,
+    /// An emptied action list handed back by the caller ([`Engine::recycle`]):
+    /// a step's list taken from it instead of allocated and grown anew for
+    /// every input.
+    spare: Vec<Action>,
 }
 
 impl Engine {
@@ -100,6 +104,16 @@ impl Engine {
             offers: offers::Offers::new(config),
             processes: processes::Processes::new(config),
             ops: ops::Ops::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Takes back a list of actions it returned, once the caller has seen
+    /// to them, for the next step to fill.
+    pub fn recycle(&mut self, mut actions: Vec<Action>) {
+        actions.clear();
+        if actions.capacity() > self.spare.capacity() {
+            self.spare = actions;
         }
     }
 
@@ -342,7 +356,7 @@ impl Engine {
         now: Timestamp,
         work: impl FnOnce(&mut Engine, &mut Vec<Action>) -> Result<(), Error>,
     ) -> Result<Vec<Action>, Error> {
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.spare);
         let done = work(self, &mut out).and_then(|()| {
             self.tasks.drain(&mut out);
             self.offers.finish(now, &mut out)?;

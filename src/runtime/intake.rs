@@ -281,12 +281,12 @@ struct Outbox<'a> {
 }
 
 impl Sink for Outbox<'_> {
-    fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
+    fn take(&mut self, at: Timestamp, actions: &mut Vec<Action>) {
         // Encoded where they stay (no list per input), then seen to.
         let first = self.pending.len();
         let ctx = self.ctx;
         output::encode(
-            actions,
+            actions.drain(..),
             self.partition,
             ctx.settings,
             ctx.topics,

@@ -86,7 +86,7 @@ impl OutTopics {
 /// Encodes the actions of shard `partition` at `now` (taken by value: their
 /// strings move into the records instead of being copied) onto `out`.
 pub fn encode(
-    actions: Vec<Action>,
+    actions: impl IntoIterator<Item = Action>,
     partition: i32,
     settings: &KafkaSettings,
     names: &OutTopics,

@@ -32,14 +32,15 @@ use crate::router::Router;
 
 /// Where a shard's decisions go.
 pub trait Sink {
-    /// Takes the actions the engine decided at `at`, in order.
-    fn take(&mut self, at: Timestamp, actions: Vec<Action>);
+    /// Takes the actions the engine decided at `at`, in order, leaving
+    /// the list empty (the engine fills it again).
+    fn take(&mut self, at: Timestamp, actions: &mut Vec<Action>);
 }
 
 /// A sink that keeps everything, with its time (tests, tools).
 impl Sink for Vec<(Timestamp, Action)> {
-    fn take(&mut self, at: Timestamp, actions: Vec<Action>) {
-        self.extend(actions.into_iter().map(|a| (at, a)));
+    fn take(&mut self, at: Timestamp, actions: &mut Vec<Action>) {
+        self.extend(actions.drain(..).map(|a| (at, a)));
     }
 }
 
@@ -177,17 +178,17 @@ impl Driver {
             if let Some(at) = caused_at {
                 metrics::record_dispatch_latency(&actions, at, now);
             }
-            self.emit(now, actions, sink);
         }
+        self.emit(now, actions, sink);
         self.advance(now, sink)
     }
 
-    fn emit(&self, at: Timestamp, actions: Vec<Action>, sink: &mut dyn Sink) {
-        if actions.is_empty() {
-            return;
+    fn emit(&mut self, at: Timestamp, mut actions: Vec<Action>, sink: &mut dyn Sink) {
+        if !actions.is_empty() {
+            metrics::record_actions(self.partition, &actions);
+            sink.take(at, &mut actions);
         }
-        metrics::record_actions(self.partition, &actions);
-        sink.take(at, actions);
+        self.engine.recycle(actions);
     }
 }
 
