@@ -156,7 +156,7 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
         })
     };
     let (launch, again) = (launch(&r.launch), launch(&r.again));
-    let run_len = slot.run.as_ref().map(run_len);
+    let run_len = slot.run.as_deref().map(run_len);
     let len = uint_len(1, state)
         + opt_ts_len(2, r.since)
         + opt_ts_len(3, r.queued_at)
@@ -256,7 +256,7 @@ fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {
         failures: r.slot.failures,
         run_seq: r.slot.run_seq,
         pass_seq: r.slot.pass_seq,
-        run: r.slot.run.map(run_to_proto),
+        run: r.slot.run.map(|run| run_to_proto(*run)),
         snapshot: super::time::proto_map(r.snapshot),
         last_seen: super::time::proto_map(r.last_seen),
         last_success: ts(r.last_success),
@@ -292,7 +292,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
             run_seq: m.run_seq,
             pass_seq: m.pass_seq,
             failures: m.failures,
-            run,
+            run: run.map(Box::new),
             wake_at: optional_ts("wake_at", m.wake_at.as_ref())?,
             last_error: m.last_error,
             failed_at: optional_ts("failed_at", m.failed_at.as_ref())?,
@@ -450,7 +450,7 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
         timer: ts(&s.timer),
         lane: lane_to_proto(s.lane).into(),
         queued_at: ts(&s.queued_at),
-        run: s.slot.run.clone().map(run_to_proto),
+        run: s.slot.run.as_deref().cloned().map(run_to_proto),
         run_version: s.run_version,
         run_seq: s.slot.run_seq,
         pass_seq: s.slot.pass_seq,
@@ -508,7 +508,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
                 run_seq: s.run_seq,
                 pass_seq: s.pass_seq,
                 failures: s.failures,
-                run: s.run.map(run_from_proto).transpose()?,
+                run: s.run.map(run_from_proto).transpose()?.map(Box::new),
                 wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
                 last_error: s.last_error,
                 failed_at: optional_ts("stages.failed_at", s.failed_at.as_ref())?,
@@ -585,13 +585,13 @@ mod tests {
                 failures: 2,
                 run_seq: 7,
                 pass_seq: 12,
-                run: Some(Run {
+                run: Some(Box::new(Run {
                     run_id: "orders_daily#7".into(),
                     attempt: 3,
                     pass: 12,
                     dispatched_at: ts("2021-04-25T04:00:00Z"),
                     deadline: ts("2021-04-25T05:00:00Z"),
-                }),
+                })),
                 last_error: Some(String::new()),
                 failed_at: None,
             },
@@ -751,13 +751,13 @@ mod tests {
         let running = SlotRecord {
             slot: RunSlot {
                 phase: Phase::Running,
-                run: Some(Run {
+                run: Some(Box::new(Run {
                     run_id: "price/o1#3".into(),
                     attempt: 2,
                     pass: 9,
                     dispatched_at: ts("2024-06-01T00:00:01Z"),
                     deadline: ts("2024-06-01T00:01:01Z"),
-                }),
+                })),
                 run_seq: 3,
                 pass_seq: 9,
                 failures: 1,
@@ -1060,7 +1060,7 @@ mod tests {
                         run_seq,
                         pass_seq,
                         failures,
-                        run,
+                        run: run.map(Box::new),
                         wake_at,
                         last_error,
                         failed_at,

@@ -110,7 +110,12 @@ fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
         run_seq: i.slot.run_seq,
         pass_seq: i.slot.pass_seq,
         failures: i.slot.failures,
-        run: i.slot.run.clone().map(super::changelog::run_to_proto),
+        run: i
+            .slot
+            .run
+            .as_deref()
+            .cloned()
+            .map(super::changelog::run_to_proto),
         wake_at: ts(&i.slot.wake_at),
         last_error: i.slot.last_error.clone(),
         queued: i.queued.map(|q| key_record::Placement {
@@ -158,7 +163,11 @@ fn instance_from_proto(i: key_record::Instance) -> Result<InstanceRecord, Decode
             run_seq: i.run_seq,
             pass_seq: i.pass_seq,
             failures: i.failures,
-            run: i.run.map(super::changelog::run_from_proto).transpose()?,
+            run: i
+                .run
+                .map(super::changelog::run_from_proto)
+                .transpose()?
+                .map(Box::new),
             wake_at: optional_ts("active.wake_at", i.wake_at.as_ref())?,
             last_error: i.last_error,
             failed_at: optional_ts("active.failed_at", i.failed_at.as_ref())?,
@@ -293,13 +302,13 @@ mod tests {
                     run_seq: 2,
                     pass_seq: 4,
                     failures: 1,
-                    run: Some(Run {
+                    run: Some(Box::new(Run {
                         run_id: "payout/u1#3.1#2".into(),
                         attempt: 2,
                         pass: 4,
                         dispatched_at: ts("2024-06-01T00:00:00Z"),
                         deadline: ts("2024-06-01T00:01:00Z"),
-                    }),
+                    })),
                     wake_at: None,
                     last_error: Some("node down".into()),
                     failed_at: Some(ts("2024-05-31T23:59:00Z")),

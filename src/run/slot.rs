@@ -109,7 +109,7 @@ pub struct RunSlot {
     pub failures: u32,
     /// The run in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<Run>,
+    pub run: Option<Box<Run>>,
     /// End of a backoff or park.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_at: Option<Timestamp>,
@@ -125,7 +125,7 @@ pub struct RunSlot {
 impl RunSlot {
     /// The run a result may answer: the one in flight while running.
     pub fn current(&self) -> Option<&Run> {
-        self.run.as_ref().filter(|_| self.phase == Phase::Running)
+        self.run.as_deref().filter(|_| self.phase == Phase::Running)
     }
 
     /// The id of the slot's latest run of `target`.
@@ -187,13 +187,13 @@ impl RunSlot {
         let deadline = add(now, timeout.get());
         alarms.arm(Due::Deadline, deadline);
         self.phase = Phase::Running;
-        self.run.insert(Run {
+        self.run.insert(Box::new(Run {
             run_id,
             attempt: self.failures + 1,
             pass: self.pass_seq,
             dispatched_at: now,
             deadline,
-        })
+        }))
     }
 
     /// Whether a result for `run_id`/`pass` answers the run in flight.
@@ -206,7 +206,7 @@ impl RunSlot {
     pub fn end(&mut self, alarms: &mut impl Alarms) -> Option<Run> {
         let run = self.run.take()?;
         alarms.cancel(Due::Deadline, run.deadline);
-        Some(run)
+        Some(*run)
     }
 
     /// A run succeeded: the failure count starts again.

@@ -165,7 +165,7 @@ impl Tasks {
             since: rt.since,
             failures: rt.slot.failures,
             wake_at: rt.slot.wake_at,
-            run: rt.slot.run.clone(),
+            run: rt.slot.run.as_deref().cloned(),
             current: def
                 .refs
                 .iter()
