@@ -69,7 +69,6 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         pool: 0,
         priority: 0,
         trigger: trigger::parse(&text).expect("valid trigger"),
-        trigger_text: text,
         time_zone,
         run: std::sync::Arc::new(RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,

@@ -95,10 +95,9 @@ pub struct Task {
     pub pool: usize,
     /// Higher runs first.
     pub priority: i64,
-    /// Parsed trigger.
+    /// Parsed trigger (its `Display` prints DSL text that parses back to
+    /// it: the text as written is not kept, a million tasks' worth of it).
     pub trigger: Trigger<ParamName>,
-    /// The trigger as written.
-    pub trigger_text: String,
     /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
     /// Timeout, result acceptance and retries of its runs (shared by the
@@ -288,7 +287,6 @@ pub(super) fn tasks(
             pool,
             priority: t.priority,
             trigger,
-            trigger_text: t.trigger.get_ref().clone(),
             time_zone,
             run,
             produces,

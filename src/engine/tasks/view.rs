@@ -175,7 +175,7 @@ impl Tasks {
             last_success: rt.last_success,
             hold: rt.rare().hold,
             last_error: rt.slot.last_error.clone(),
-            trigger: def.trigger_text.clone(),
+            trigger: def.cfg.trigger.to_string(),
             explain: def.trigger.explain(&values, now, &def.time_zone, &name),
         })
     }
