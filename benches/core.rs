@@ -131,12 +131,12 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             store: Store::Task,
             key: t.id.clone(),
             value: Some(Value::Task(Box::new(TaskRecord {
-                slot: RunSlot {
+                slot: RunSlot::from(reactor::run::SlotParts {
                     phase: TaskState::Idle,
                     run_seq: 1,
                     pass_seq: 1,
-                    ..RunSlot::default()
-                },
+                    ..Default::default()
+                }),
                 since: Some(t0()),
                 last_seen,
                 last_success: Some(t0()),

@@ -157,7 +157,7 @@ fn failed_record(n: u64, at: jiff::Timestamp) -> KeyRecord {
         context: Default::default(),
         chain: vec![step("reserve"), step("send")],
         step: 1,
-        slot: RunSlot {
+        slot: RunSlot::from(crate::run::SlotParts {
             phase: Phase::Dead,
             run_seq: 1,
             pass_seq: 1,
@@ -166,7 +166,7 @@ fn failed_record(n: u64, at: jiff::Timestamp) -> KeyRecord {
             wake_at: None,
             last_error: Some(error.clone()),
             failed_at: Some(at),
-        },
+        }),
         queued: None,
         step_deadline: None,
         overdue: false,

@@ -160,7 +160,7 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
     let len = uint_len(1, state)
         + opt_ts_len(2, r.since)
         + opt_ts_len(3, r.queued_at)
-        + opt_ts_len(4, slot.wake_at)
+        + opt_ts_len(4, slot.wake_at())
         + uint_len(5, slot.failures.into())
         + uint_len(6, slot.run_seq)
         + uint_len(7, slot.pass_seq)
@@ -169,14 +169,11 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
         + opt_ts_len(12, r.sla_due)
         + hold.as_ref().map_or(0, |h| message::encoded_len(13, h))
         + uint_len(14, r.pause_requested.into())
-        + slot
-            .last_error
-            .as_ref()
-            .map_or(0, |e| delimited_len(15, e.len()))
+        + slot.last_error().map_or(0, |e| delimited_len(15, e.len()))
         + launch.as_ref().map_or(0, |l| message::encoded_len(16, l))
         + again.as_ref().map_or(0, |l| message::encoded_len(17, l))
         + opt_ts_len(18, r.cron_at)
-        + opt_ts_len(19, slot.failed_at)
+        + opt_ts_len(19, slot.failed_at())
         + r.source.as_ref().map_or(0, |s| delimited_len(20, s.len()))
         + ts_map_len(TASK_SNAPSHOT, &r.snapshot)
         + ts_map_len(TASK_LAST_SEEN, &r.last_seen);
@@ -189,7 +186,7 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
     put_uint(1, state, &mut buf);
     put_opt_ts(2, r.since, &mut buf);
     put_opt_ts(3, r.queued_at, &mut buf);
-    put_opt_ts(4, slot.wake_at, &mut buf);
+    put_opt_ts(4, slot.wake_at(), &mut buf);
     put_uint(5, slot.failures.into(), &mut buf);
     put_uint(6, slot.run_seq, &mut buf);
     put_uint(7, slot.pass_seq, &mut buf);
@@ -207,7 +204,7 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
         message::encode(13, h, &mut buf);
     }
     put_uint(14, r.pause_requested.into(), &mut buf);
-    if let Some(e) = &slot.last_error {
+    if let Some(e) = slot.last_error() {
         put_bytes(15, e.as_bytes(), &mut buf);
     }
     if let Some(l) = &launch {
@@ -217,7 +214,7 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
         message::encode(17, l, &mut buf);
     }
     put_opt_ts(18, r.cron_at, &mut buf);
-    put_opt_ts(19, slot.failed_at, &mut buf);
+    put_opt_ts(19, slot.failed_at(), &mut buf);
     if let Some(s) = &r.source {
         put_bytes(20, s.as_bytes(), &mut buf);
     }
@@ -248,15 +245,16 @@ fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {
             params: p.into_iter().collect(),
         })
     };
+    let slot = crate::run::SlotParts::from(r.slot);
     v1::TaskRecord {
-        state: state_to_proto(r.slot.phase).into(),
+        state: state_to_proto(slot.phase).into(),
         since: ts(r.since),
         queued_at: ts(r.queued_at),
-        wake_at: ts(r.slot.wake_at),
-        failures: r.slot.failures,
-        run_seq: r.slot.run_seq,
-        pass_seq: r.slot.pass_seq,
-        run: r.slot.run.map(|run| run_to_proto(*run)),
+        wake_at: ts(slot.wake_at),
+        failures: slot.failures,
+        run_seq: slot.run_seq,
+        pass_seq: slot.pass_seq,
+        run: slot.run.map(|run| run_to_proto(*run)),
         snapshot: super::time::proto_map(r.snapshot),
         last_seen: super::time::proto_map(r.last_seen),
         last_success: ts(r.last_success),
@@ -266,11 +264,11 @@ fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {
             awaiting_data: h.awaiting_data,
         }),
         pause_requested: r.pause_requested,
-        last_error: r.slot.last_error,
+        last_error: slot.last_error,
         launch: launch(r.launch),
         again: launch(r.again),
         cron_at: ts(r.cron_at),
-        failed_at: ts(r.slot.failed_at),
+        failed_at: ts(slot.failed_at),
         source: r.source,
     }
 }
@@ -287,7 +285,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         })
         .transpose()?;
     Ok(TaskRecord {
-        slot: RunSlot {
+        slot: RunSlot::from(crate::run::SlotParts {
             phase: state_from_proto(m.state)?,
             run_seq: m.run_seq,
             pass_seq: m.pass_seq,
@@ -296,7 +294,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
             wake_at: optional_ts("wake_at", m.wake_at.as_ref())?,
             last_error: m.last_error,
             failed_at: optional_ts("failed_at", m.failed_at.as_ref())?,
-        },
+        }),
         since: optional_ts("since", m.since.as_ref())?,
         queued_at: optional_ts("queued_at", m.queued_at.as_ref())?,
         snapshot: ts_map("snapshot", &m.snapshot)?,
@@ -455,9 +453,9 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
         run_seq: s.slot.run_seq,
         pass_seq: s.slot.pass_seq,
         failures: s.slot.failures,
-        wake_at: ts(&s.slot.wake_at),
-        last_error: s.slot.last_error.clone(),
-        failed_at: ts(&s.slot.failed_at),
+        wake_at: ts(&s.slot.wake_at()),
+        last_error: s.slot.last_error().map(str::to_string),
+        failed_at: ts(&s.slot.failed_at()),
         source: s.source.clone(),
     }
 }
@@ -503,7 +501,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
             Some(state.into())
         };
         Ok::<_, DecodeError>(SlotRecord {
-            slot: RunSlot {
+            slot: RunSlot::from(crate::run::SlotParts {
                 phase: phase_from_proto(s.phase)?,
                 run_seq: s.run_seq,
                 pass_seq: s.pass_seq,
@@ -512,7 +510,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
                 wake_at: optional_ts("stages.wake_at", s.wake_at.as_ref())?,
                 last_error: s.last_error,
                 failed_at: optional_ts("stages.failed_at", s.failed_at.as_ref())?,
-            },
+            }),
             state,
             timer: optional_ts("stages.timer", s.timer.as_ref())?,
             lane: lane_from_proto(s.lane)?,
@@ -579,7 +577,7 @@ mod tests {
 
     fn full_record() -> TaskRecord {
         TaskRecord {
-            slot: RunSlot {
+            slot: RunSlot::from(crate::run::SlotParts {
                 phase: TaskState::Running,
                 wake_at: Some(ts("2021-04-25T05:00:00Z")),
                 failures: 2,
@@ -594,7 +592,7 @@ mod tests {
                 })),
                 last_error: Some(String::new()),
                 failed_at: None,
-            },
+            }),
             since: Some(ts("2021-04-25T04:00:00Z")),
             queued_at: Some(ts("2021-04-25T03:59:00Z")),
             snapshot: [("dwh.orders/max_dt".to_string(), ts("2021-04-25T03:27:33Z"))].into(),
@@ -684,11 +682,11 @@ mod tests {
         let value = br#"{"state":"TASK_STATE_PAUSED","lastSeen":{"dwh.orders/max_dt":"2021-04-23T03:51:16Z"},"failures":1}"#;
         let r = decode_changelog(b"task/t", Some(value)).unwrap();
         let expected = TaskRecord {
-            slot: RunSlot {
+            slot: RunSlot::from(crate::run::SlotParts {
                 phase: TaskState::Paused,
                 failures: 1,
-                ..RunSlot::default()
-            },
+                ..Default::default()
+            }),
             last_seen: [("dwh.orders/max_dt".to_string(), ts("2021-04-23T03:51:16Z"))].into(),
             ..TaskRecord::default()
         };
@@ -749,7 +747,7 @@ mod tests {
             "nested": {"tags": ["a", null, true]},
         });
         let running = SlotRecord {
-            slot: RunSlot {
+            slot: RunSlot::from(crate::run::SlotParts {
                 phase: Phase::Running,
                 run: Some(Box::new(Run {
                     run_id: "price/o1#3".into(),
@@ -764,7 +762,7 @@ mod tests {
                 wake_at: Some(ts("2024-06-01T00:02:00Z")),
                 last_error: Some("model down".into()),
                 failed_at: None,
-            },
+            }),
             state: Some(serde_json::json!({"model": 3, "seen": 9_007_199_254_740_993_u64}).into()),
             timer: Some(ts("2024-07-01T00:00:00Z")),
             lane: Lane::Rescan,
@@ -789,11 +787,11 @@ mod tests {
                 (
                     "dead".to_string(),
                     SlotRecord {
-                        slot: RunSlot {
+                        slot: RunSlot::from(crate::run::SlotParts {
                             phase: Phase::Dead,
                             failures: 6,
-                            ..RunSlot::default()
-                        },
+                            ..Default::default()
+                        }),
                         state: Some(serde_json::json!("x").into()),
                         ..SlotRecord::default()
                     },
@@ -1055,7 +1053,7 @@ mod tests {
                     (snapshot, last_seen, last_success, sla_due, hold, pause_requested, last_error),
                     (failed_at, cron_at, launch, again, source),
                 )| TaskRecord {
-                    slot: RunSlot {
+                    slot: RunSlot::from(crate::run::SlotParts {
                         phase: state,
                         run_seq,
                         pass_seq,
@@ -1064,7 +1062,7 @@ mod tests {
                         wake_at,
                         last_error,
                         failed_at,
-                    },
+                    }),
                     since,
                     queued_at,
                     snapshot: snapshot.into(),

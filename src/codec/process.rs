@@ -116,8 +116,8 @@ fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
             .as_deref()
             .cloned()
             .map(super::changelog::run_to_proto),
-        wake_at: ts(&i.slot.wake_at),
-        last_error: i.slot.last_error.clone(),
+        wake_at: ts(&i.slot.wake_at()),
+        last_error: i.slot.last_error().map(str::to_string),
         queued: i.queued.map(|q| key_record::Placement {
             lane: lane_to_proto(q.lane),
             priority: q.priority,
@@ -130,7 +130,7 @@ fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
         started_at: Some(timestamp_to_proto(i.started_at)),
         progress_at: Some(timestamp_to_proto(i.progress_at)),
         source: i.source.clone(),
-        failed_at: ts(&i.slot.failed_at),
+        failed_at: ts(&i.slot.failed_at()),
         runs: i.runs,
         seq_base: i.seq_base,
     }
@@ -158,7 +158,7 @@ fn instance_from_proto(i: key_record::Instance) -> Result<InstanceRecord, Decode
             })
             .collect::<Result<_, DecodeError>>()?,
         step: i.step,
-        slot: RunSlot {
+        slot: RunSlot::from(crate::run::SlotParts {
             phase: super::changelog::phase_from_proto(i.phase)?,
             run_seq: i.run_seq,
             pass_seq: i.pass_seq,
@@ -171,7 +171,7 @@ fn instance_from_proto(i: key_record::Instance) -> Result<InstanceRecord, Decode
             wake_at: optional_ts("active.wake_at", i.wake_at.as_ref())?,
             last_error: i.last_error,
             failed_at: optional_ts("active.failed_at", i.failed_at.as_ref())?,
-        },
+        }),
         queued: i
             .queued
             .map(|q| {
@@ -297,7 +297,7 @@ mod tests {
                     },
                 ],
                 step: 1,
-                slot: RunSlot {
+                slot: RunSlot::from(crate::run::SlotParts {
                     phase: Phase::Running,
                     run_seq: 2,
                     pass_seq: 4,
@@ -312,7 +312,7 @@ mod tests {
                     wake_at: None,
                     last_error: Some("node down".into()),
                     failed_at: Some(ts("2024-05-31T23:59:00Z")),
-                },
+                }),
                 queued: Some(Placement {
                     lane: Lane::Low,
                     priority: -2,

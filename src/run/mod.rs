@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::action::{Event, Subject};
 use crate::config::{Accept, RetryPolicy};
 
-pub use slot::{Alarms, Due, Failure, Phase, RunSlot};
+pub use slot::{Alarms, Due, Failure, Phase, RunSlot, SlotParts};
 
 /// A dispatched run of one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

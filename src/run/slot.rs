@@ -95,7 +95,35 @@ pub enum Failure {
 
 /// The run state of one target.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SlotParts", into = "SlotParts")]
 pub struct RunSlot {
+    /// Lifecycle phase.
+    pub phase: Phase,
+    /// Runs dispatched so far (the last run id's number).
+    pub run_seq: u64,
+    /// Passes issued so far (the last pass token).
+    pub pass_seq: u64,
+    /// Consecutive failed attempts since the last success.
+    pub failures: u32,
+    /// The run in flight.
+    pub run: Option<Box<Run>>,
+    /// What a slot that failed or waits carries (none while all of it is
+    /// unset): a shard holds up to millions of slots, most of them idle.
+    trouble: Option<Box<Trouble>>,
+}
+
+/// The part of a [`RunSlot`] set by failures and waits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Trouble {
+    wake_at: Option<Timestamp>,
+    last_error: Option<String>,
+    failed_at: Option<Timestamp>,
+}
+
+/// A [`RunSlot`] field by field: how records and tests build one, and its
+/// serde form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotParts {
     /// Lifecycle phase.
     pub phase: Phase,
     /// Runs dispatched so far (the last run id's number).
@@ -122,7 +150,76 @@ pub struct RunSlot {
     pub failed_at: Option<Timestamp>,
 }
 
+impl From<SlotParts> for RunSlot {
+    fn from(p: SlotParts) -> RunSlot {
+        let trouble = Trouble {
+            wake_at: p.wake_at,
+            last_error: p.last_error,
+            failed_at: p.failed_at,
+        };
+        RunSlot {
+            phase: p.phase,
+            run_seq: p.run_seq,
+            pass_seq: p.pass_seq,
+            failures: p.failures,
+            run: p.run,
+            trouble: (trouble != Trouble::default()).then(|| Box::new(trouble)),
+        }
+    }
+}
+
+impl From<RunSlot> for SlotParts {
+    fn from(s: RunSlot) -> SlotParts {
+        let trouble = s.trouble.map(|t| *t).unwrap_or_default();
+        SlotParts {
+            phase: s.phase,
+            run_seq: s.run_seq,
+            pass_seq: s.pass_seq,
+            failures: s.failures,
+            run: s.run,
+            wake_at: trouble.wake_at,
+            last_error: trouble.last_error,
+            failed_at: trouble.failed_at,
+        }
+    }
+}
+
 impl RunSlot {
+    /// End of a backoff or park.
+    pub fn wake_at(&self) -> Option<Timestamp> {
+        self.trouble.as_ref().and_then(|t| t.wake_at)
+    }
+
+    /// Last failure's error text.
+    pub fn last_error(&self) -> Option<&str> {
+        self.trouble.as_ref().and_then(|t| t.last_error.as_deref())
+    }
+
+    /// When the last attempt failed (cleared by a success).
+    pub fn failed_at(&self) -> Option<Timestamp> {
+        self.trouble.as_ref().and_then(|t| t.failed_at)
+    }
+
+    /// Changes the failure and wait part, dropping it once nothing in it is
+    /// set.
+    fn trouble(&mut self, change: impl FnOnce(&mut Trouble)) {
+        let trouble = self.trouble.get_or_insert_with(Box::default);
+        change(trouble);
+        if **trouble == Trouble::default() {
+            self.trouble = None;
+        }
+    }
+
+    /// Takes the wake time off without touching its timer (the caller
+    /// cancels or never armed it).
+    pub fn take_wake(&mut self) -> Option<Timestamp> {
+        let at = self.wake_at();
+        if at.is_some() {
+            self.trouble(|t| t.wake_at = None);
+        }
+        at
+    }
+
     /// The run a result may answer: the one in flight while running.
     pub fn current(&self) -> Option<&Run> {
         self.run.as_deref().filter(|_| self.phase == Phase::Running)
@@ -180,7 +277,7 @@ impl RunSlot {
         if let Some(old) = self.run.take() {
             alarms.cancel(Due::Deadline, old.deadline);
         }
-        if let Some(at) = self.wake_at.take() {
+        if let Some(at) = self.take_wake() {
             alarms.cancel(Due::Wake, at);
         }
         self.pass_seq += 1;
@@ -212,8 +309,12 @@ impl RunSlot {
     /// A run succeeded: the failure count starts again.
     pub fn succeeded(&mut self) {
         self.failures = 0;
-        self.last_error = None;
-        self.failed_at = None;
+        if self.trouble.is_some() {
+            self.trouble(|t| {
+                t.last_error = None;
+                t.failed_at = None;
+            });
+        }
         self.phase = Phase::Idle;
     }
 
@@ -227,8 +328,10 @@ impl RunSlot {
         alarms: &mut impl Alarms,
     ) -> Failure {
         self.failures += 1;
-        self.last_error = Some(error);
-        self.failed_at = Some(now);
+        self.trouble(|t| {
+            t.last_error = Some(error);
+            t.failed_at = Some(now);
+        });
         let (phase, wake, failure) = match retry.after_failure(self.failures, now) {
             AfterFailure::Backoff(at) => {
                 (Phase::Backoff, Some(at), Failure::Backoff { retry_at: at })
@@ -255,7 +358,8 @@ impl RunSlot {
         let restart = policy.restarts_on_timeout(self.failures);
         if restart {
             self.failures += 1;
-            self.last_error = Some(policy.timeout_error());
+            let error = policy.timeout_error();
+            self.trouble(|t| t.last_error = Some(error));
         }
         Some(restart)
     }
@@ -263,26 +367,26 @@ impl RunSlot {
     /// The wake timer at `at` fired: whether a backoff or park ended (the
     /// slot is idle again and the target should queue it).
     pub fn woke(&mut self, at: Timestamp) -> bool {
-        if self.wake_at != Some(at) || !matches!(self.phase, Phase::Backoff | Phase::Parked) {
+        if self.wake_at() != Some(at) || !matches!(self.phase, Phase::Backoff | Phase::Parked) {
             return false;
         }
-        self.wake_at = None;
+        self.take_wake();
         self.phase = Phase::Idle;
         true
     }
 
     /// Moves (or clears) the wake timer.
     pub fn set_wake(&mut self, at: Option<Timestamp>, alarms: &mut impl Alarms) {
-        if self.wake_at == at {
+        if self.wake_at() == at {
             return;
         }
-        if let Some(old) = self.wake_at.take() {
+        if let Some(old) = self.take_wake() {
             alarms.cancel(Due::Wake, old);
         }
         if let Some(at) = at {
             alarms.arm(Due::Wake, at);
+            self.trouble(|t| t.wake_at = Some(at));
         }
-        self.wake_at = at;
     }
 
     /// Arms the slot's timers after a restore (records carry the deadlines).
@@ -290,7 +394,7 @@ impl RunSlot {
         if let Some(run) = self.current() {
             alarms.arm(Due::Deadline, run.deadline);
         }
-        if let Some(at) = self.wake_at {
+        if let Some(at) = self.wake_at() {
             alarms.arm(Due::Wake, at);
         }
     }
@@ -375,7 +479,7 @@ mod tests {
             let run = slot.end(&mut log).unwrap();
             seen.push((run.run_id, run.attempt));
             let failure = slot.failed("boom".into(), &p.retry, now, &mut log);
-            if let Some(at) = slot.wake_at {
+            if let Some(at) = slot.wake_at() {
                 assert!(slot.woke(at));
             }
             seen.push((format!("{failure:?}"), slot.failures));

@@ -142,11 +142,11 @@ impl Offers {
                     .iter()
                     .map(|(s, slot)| {
                         let seqs = crate::stage::SlotRecord {
-                            slot: crate::run::RunSlot {
+                            slot: crate::run::RunSlot::from(crate::run::SlotParts {
                                 run_seq: slot.slot.run_seq,
                                 pass_seq: slot.slot.pass_seq,
                                 ..Default::default()
-                            },
+                            }),
                             ..Default::default()
                         };
                         (*s, seqs)
@@ -167,7 +167,7 @@ impl Offers {
                 self.timers
                     .cancel(at, super::OfferTimer::Stage(*s, key.clone()));
             }
-            if let Some(at) = slot.slot.wake_at {
+            if let Some(at) = slot.slot.wake_at() {
                 self.timers
                     .cancel(at, super::OfferTimer::Wake(*s, key.clone()));
             }

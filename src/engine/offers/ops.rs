@@ -25,7 +25,7 @@ fn since(slot: &SlotRecord) -> Option<Timestamp> {
     match slot.slot.phase {
         Phase::Running => slot.slot.run.as_ref().map(|r| r.dispatched_at),
         Phase::Queued => slot.queued_at,
-        _ => slot.slot.failed_at,
+        _ => slot.slot.failed_at(),
     }
 }
 
@@ -80,7 +80,7 @@ impl Offers {
                     name: &st.def.name,
                     key: id,
                     state: slot.slot.phase.as_str(),
-                    error: slot.slot.last_error.as_deref(),
+                    error: slot.slot.last_error(),
                     at: since(slot),
                     step: None,
                     instance: None,

@@ -99,8 +99,8 @@ impl Offers {
                     pass: run.map(|r| r.pass),
                     attempt: run.map(|r| r.attempt),
                     failures: slot.slot.failures,
-                    wake_at: slot.slot.wake_at,
-                    last_error: slot.slot.last_error.clone(),
+                    wake_at: slot.slot.wake_at(),
+                    last_error: slot.slot.last_error().map(str::to_string),
                 };
                 (def.name.clone(), view)
             })

@@ -108,14 +108,14 @@ impl Processes {
                     let at = match inst.slot.phase {
                         Phase::Running => inst.slot.run.as_ref().map(|r| r.dispatched_at),
                         Phase::Queued => Some(inst.progress_at),
-                        _ => inst.slot.failed_at,
+                        _ => inst.slot.failed_at(),
                     };
                     item(
                         &def.name,
                         key,
                         inst,
                         inst.slot.phase.as_str(),
-                        inst.slot.last_error.as_deref(),
+                        inst.slot.last_error(),
                         at,
                         restarts(mode, inst, true),
                     )
@@ -220,7 +220,7 @@ impl Processes {
             }
             let mut revived = inst;
             revived.slot.run = None;
-            revived.slot.wake_at = None;
+            revived.slot.take_wake();
             revived.started_at = now;
             revived.progress_at = now;
             revived.queued = None;
@@ -246,10 +246,10 @@ impl Processes {
             // repeats one.
             inst.seq_base = inst.runs.max(inst.slot.run_seq).max(inst.seq_base);
             inst.step = step;
-            inst.slot = RunSlot {
+            inst.slot = RunSlot::from(crate::run::SlotParts {
                 run_seq: inst.seq_base,
-                ..RunSlot::default()
-            };
+                ..Default::default()
+            });
         }
         inst.overdue = false;
         inst.lane = Lane::Low;

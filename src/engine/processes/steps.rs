@@ -317,10 +317,10 @@ impl Processes {
             }
         }
         // After a recovery, run numbers go on from where it left them.
-        inst.slot = RunSlot {
+        inst.slot = RunSlot::from(crate::run::SlotParts {
             run_seq: inst.seq_base,
-            ..RunSlot::default()
-        };
+            ..Default::default()
+        });
         inst.step += 1;
         inst.overdue = false;
         let old_deadline = inst.step_deadline.take();

@@ -45,7 +45,7 @@ impl Tasks {
                 name: &def.id,
                 key: self.pools.get(def.pool).map_or("", |p| p.name.as_str()),
                 state: slot.phase.as_str(),
-                error: slot.last_error.as_deref(),
+                error: slot.last_error(),
                 at: rt.since,
                 step: None,
                 instance: None,

@@ -164,7 +164,7 @@ impl Tasks {
             state: rt.slot.phase,
             since: rt.since,
             failures: rt.slot.failures,
-            wake_at: rt.slot.wake_at,
+            wake_at: rt.slot.wake_at(),
             run: rt.slot.run.as_deref().cloned(),
             current: def
                 .refs
@@ -174,7 +174,7 @@ impl Tasks {
             last_seen: rt.last_seen.iter().map(|(p, v)| (name(p), *v)).collect(),
             last_success: rt.last_success,
             hold: rt.rare().hold,
-            last_error: rt.slot.last_error.clone(),
+            last_error: rt.slot.last_error().map(str::to_string),
             trigger: def.cfg.trigger.to_string(),
             explain: def.trigger.explain(&values, now, &def.time_zone, &name),
         })
