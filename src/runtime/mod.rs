@@ -163,6 +163,7 @@ impl Drop for Runtime {
         if let Ok(assignment) = self.group.assignment() {
             let _ = self.group.incremental_unassign(&assignment);
         }
+        tracing::info!("closing the runtime's clients");
     }
 }
 
@@ -324,11 +325,22 @@ impl Runtime {
                 batch_started = Instant::now();
             }
         };
-        if result.is_err() && self.options.config.kafka.exactly_once {
-            // Whatever was in flight must not become visible: the
-            // committer's transaction ends first (it aborts a failed one).
-            let _ = self.committer.wait();
-            let _ = self.producer.abort_transaction(CALL_TIMEOUT);
+        if let Err(e) = &result {
+            // From here on this runtime serves nothing: readiness says so
+            // at once, not only once its clients are closed (closing the
+            // group consumer waits for the group).
+            if e.is_retryable() {
+                self.options
+                    .readiness
+                    .set_phase(Phase::Restarting(e.to_string()));
+            }
+            if self.options.config.kafka.exactly_once {
+                // Whatever was in flight must not become visible: the
+                // committer's transaction ends first (it aborts a failed one).
+                tracing::info!(error = %e, "the runtime failed; aborting its open transaction");
+                let _ = self.committer.wait();
+                let _ = self.producer.abort_transaction(CALL_TIMEOUT);
+            }
         }
         // No leaving the group, even on a clean stop: as a static member
         // this instance keeps its shards for the session timeout, so one
