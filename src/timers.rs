@@ -152,8 +152,8 @@ impl<K: Ord + Clone> Timers<K> {
     }
 
     /// Drops cancelled timers from the front, and all of them once they
-    /// outnumber the live ones (so that cancels cost amortised O(1) and the
-    /// run holds at most twice what is armed in it).
+    /// outnumber the live ones (so that the sweeps cost amortised O(1) per
+    /// cancel and the run holds at most about twice what is armed in it).
     fn tidy_run(&mut self) {
         while self.run.front().is_some_and(|(_, _, live)| !live) {
             self.run.pop_front();
