@@ -38,6 +38,7 @@
 //! - [`task`]: task states, the durable task record, pool queues.
 //! - [`run`]: run ids, pass tokens, result matching, the retry policy.
 //! - [`timers`]: deadlines ordered by `(deadline, key)`.
+//! - [`stamp`]: a timestamp (and an optional one) in 12 bytes, for state kept per task and per parameter.
 //! - [`ops`]: operations: search and recovery criteria (globs), modes, search rows, recovery records.
 //! - [`engine`]: one shard's state machine, `apply(input, now) -> actions`, `tick`, `restore`.
 //! - [`action`]: what the engine decides, as data: run commands, events, changelog records.
@@ -235,6 +236,17 @@ pub mod sim;
     )
 )]
 pub mod stage;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+pub mod stamp;
 #[cfg_attr(
     not(test),
     deny(

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::ctl::{CtlTable, ParamId, Postings};
+use crate::ctl::{ParamId, ParamNames, Postings};
 use crate::engine::{Command, Input, Target};
 use crate::name_index::NameIndex;
 
@@ -91,7 +91,7 @@ struct Tables {
     /// Process names (jobs' implicit processes included).
     processes: HashSet<String>,
     /// Every CTL parameter a task names (trigger or `produces`).
-    params: CtlTable,
+    params: ParamNames,
     /// Per parameter id of `params`, the partitions of the tasks naming it.
     ctl: Postings<i32>,
 }
@@ -110,7 +110,7 @@ impl Router {
             .map(|p| p.name.clone())
             .chain(config.jobs.iter().map(|j| j.name.clone()))
             .collect();
-        let mut params = CtlTable::new();
+        let mut params = ParamNames::new();
         let mut ctl = Vec::new();
         for t in &config.tasks {
             let Some(&p) = pools.get(t.pool) else {
@@ -138,7 +138,7 @@ impl Router {
     }
 
     /// Every parameter a task names, by the ids [`Router::ctl`] gives.
-    pub fn ctl_params(&self) -> &CtlTable {
+    pub fn ctl_params(&self) -> &ParamNames {
         &self.tables.params
     }
 

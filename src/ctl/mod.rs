@@ -43,7 +43,7 @@ mod postings;
 mod table;
 
 pub use postings::Postings;
-pub use table::{CtlTable, ParamId, ParamRef};
+pub use table::{CtlTable, ParamId, ParamNames, ParamRef};
 
 /// Parameter name (`entity/param`) → value: what a run command and a task
 /// record carry of the parameters a run saw.

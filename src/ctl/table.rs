@@ -12,6 +12,7 @@ use std::fmt;
 use jiff::Timestamp;
 
 use super::ParamName;
+use crate::stamp::{self, Stamp};
 
 /// Interned parameter id: dense, assigned in first-seen order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,9 +61,9 @@ struct Span {
     param: u32,
 }
 
-/// Interns parameter names and holds each parameter's current value.
+/// Interned parameter names with dense ids (the router's table: names only).
 #[derive(Debug, Default, Clone)]
-pub struct CtlTable {
+pub struct ParamNames {
     // One flat table of ids hashed by `(entity, param)`: a lookup by two
     // `&str` allocates nothing and touches one bucket.
     ids: hashbrown::HashTable<ParamId>,
@@ -70,10 +71,19 @@ pub struct CtlTable {
     text: String,
     /// Per id, where its name lies in `text`.
     spans: Vec<Span>,
-    values: Vec<Option<Timestamp>>,
 }
 
-/// The hash of `entity/param` in a [`CtlTable`] (fixed seeds: the same in
+/// Interns parameter names and holds each parameter's current value (a
+/// shard's table).
+#[derive(Debug, Default, Clone)]
+pub struct CtlTable {
+    names: ParamNames,
+    /// Per id, its current value (12 bytes each, where `Option<Timestamp>`
+    /// takes 24).
+    values: Vec<Option<Stamp>>,
+}
+
+/// The hash of `entity/param` in a [`ParamNames`] (fixed seeds: the same in
 /// every run and every table).
 fn param_hash(entity: &str, param: &str) -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -104,8 +114,8 @@ fn parts(text: &str, span: Span) -> ParamRef<'_> {
     }
 }
 
-impl CtlTable {
-    /// An empty table.
+impl ParamNames {
+    /// No names.
     pub fn new() -> Self {
         Self::default()
     }
@@ -126,7 +136,6 @@ impl CtlTable {
         self.text.push_str(entity);
         self.text.push_str(param);
         self.spans.push(span);
-        self.values.push(None);
         let (text, spans) = (&self.text, &self.spans);
         self.ids.insert_unique(param_hash(entity, param), id, |id| {
             stored_hash(text, spans, *id)
@@ -141,7 +150,6 @@ impl CtlTable {
         self.ids.shrink_to_fit(|id| stored_hash(text, spans, *id));
         self.text.shrink_to_fit();
         self.spans.shrink_to_fit();
-        self.values.shrink_to_fit();
     }
 
     /// The id of `entity/param`, if it was interned.
@@ -165,17 +173,6 @@ impl CtlTable {
         )
     }
 
-    /// The current value of `id`, if one was ever set.
-    pub fn current(&self, id: ParamId) -> Option<Timestamp> {
-        self.values.get(id.index()).copied().flatten()
-    }
-
-    /// Sets the current value; returns the previous one. An id this table
-    /// did not issue is ignored.
-    pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
-        self.values.get_mut(id.index())?.replace(value)
-    }
-
     /// Number of interned parameters.
     pub fn len(&self) -> usize {
         self.spans.len()
@@ -186,13 +183,73 @@ impl CtlTable {
         self.spans.is_empty()
     }
 
-    /// Every parameter with its id and current value, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (ParamId, ParamRef<'_>, Option<Timestamp>)> + '_ {
+    /// Every name with its id, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (ParamId, ParamRef<'_>)> + '_ {
         self.spans
             .iter()
-            .zip(&self.values)
             .enumerate()
-            .map(|(i, (&span, value))| (ParamId(i as u32), parts(&self.text, span), *value))
+            .map(|(i, &span)| (ParamId(i as u32), parts(&self.text, span)))
+    }
+}
+
+impl CtlTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `name`, assigning the next one (without a value) if it is new.
+    pub fn intern(&mut self, name: &ParamName) -> ParamId {
+        let id = self.names.intern(name);
+        if id.index() == self.values.len() {
+            self.values.push(None);
+        }
+        id
+    }
+
+    /// Gives back the room grown for names never interned.
+    pub fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.values.shrink_to_fit();
+    }
+
+    /// The id of `entity/param`, if it was interned.
+    pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
+        self.names.id(entity, param)
+    }
+
+    /// The name behind `id` (an empty name if `id` was not issued here).
+    pub fn name(&self, id: ParamId) -> ParamRef<'_> {
+        self.names.name(id)
+    }
+
+    /// The current value of `id`, if one was ever set.
+    pub fn current(&self, id: ParamId) -> Option<Timestamp> {
+        stamp::get(self.values.get(id.index()).copied().flatten())
+    }
+
+    /// Sets the current value; returns the previous one. An id this table
+    /// did not issue is ignored.
+    pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
+        stamp::get(self.values.get_mut(id.index())?.replace(Stamp::from(value)))
+    }
+
+    /// Number of interned parameters.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no parameter was interned.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Every parameter with its id and current value, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (ParamId, ParamRef<'_>, Option<Timestamp>)> + '_ {
+        self.names
+            .iter()
+            .zip(&self.values)
+            .map(|((id, name), value)| (id, name, stamp::get(*value)))
     }
 }
 

@@ -20,10 +20,11 @@ use super::{bug, Error};
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
-use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
+use crate::ctl::{CtlTable, ParamId, ParamName, ParamNames, Postings};
 use crate::duration::Duration;
 use crate::name_index::NameIndex;
 use crate::run::{Alarms, Due, RunSlot};
+use crate::stamp::{self, Stamp};
 use crate::task::{Hold, PoolQueue, TaskState};
 use crate::timers::Timers;
 use crate::trigger::Trigger;
@@ -58,11 +59,13 @@ impl std::ops::Deref for TaskDef {
 struct TaskRt {
     /// The run lifecycle: phase, run in flight, counters, wake, last error.
     slot: RunSlot,
-    since: Option<Timestamp>,
-    queued_at: Option<Timestamp>,
-    snapshot: Vec<(ParamId, Timestamp)>,
-    last_seen: Vec<(ParamId, Timestamp)>,
-    last_success: Option<Timestamp>,
+    // Timestamps as `Stamp`s: 12 bytes each, optional or not, where
+    // `Option<Timestamp>` takes 24 (a shard holds millions of tasks).
+    since: Option<Stamp>,
+    queued_at: Option<Stamp>,
+    snapshot: Vec<(ParamId, Stamp)>,
+    last_seen: Vec<(ParamId, Stamp)>,
+    last_success: Option<Stamp>,
     /// What few tasks carry (see [`Rare`]); `None` while all of it is unset.
     rare: Option<Box<Rare>>,
     /// Changed in the current step; not part of the record.
@@ -353,7 +356,7 @@ impl Tasks {
 
     /// Maps the router's parameter ids (`named`: every parameter a task of
     /// the configuration names) to this table's, for [`Tasks::apply_named`].
-    pub(super) fn index_named(&mut self, named: &CtlTable) {
+    pub(super) fn index_named(&mut self, named: &ParamNames) {
         self.by_named = vec![NOT_HERE; named.len()];
         for (id, name, _) in self.table.iter() {
             if let Some(slot) = named
@@ -611,7 +614,7 @@ impl Tasks {
                 TaskState::Queued => pool.queue.push(
                     rt.rare().source.is_some(),
                     def.priority,
-                    rt.queued_at.unwrap_or(Timestamp::MIN),
+                    stamp::get(rt.queued_at).unwrap_or(Timestamp::MIN),
                     i,
                 ),
                 _ => {}

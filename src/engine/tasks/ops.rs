@@ -10,6 +10,7 @@ use crate::action::{Action, Event, Subject};
 use crate::engine::ops::{Flow, Visit};
 use crate::engine::Error;
 use crate::ops::{Criteria, Item, Kind, Mode};
+use crate::stamp;
 use crate::task::TaskState;
 
 /// A task a recovery can restart: one whose run failed and that waits (a
@@ -46,7 +47,7 @@ impl Tasks {
                 key: self.pools.get(def.pool).map_or("", |p| p.name.as_str()),
                 state: slot.phase.as_str(),
                 error: slot.last_error(),
-                at: rt.since,
+                at: stamp::get(rt.since),
                 step: None,
                 instance: None,
                 step_index: None,

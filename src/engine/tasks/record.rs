@@ -2,31 +2,30 @@
 //! Records name parameters (`entity/param`) because parameter ids are local
 //! to one engine.
 
-use jiff::Timestamp;
-
 use super::{Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::ctl::{ParamId, ParamName, ParamValues};
 use crate::engine::Error;
+use crate::stamp::{self, Stamp};
 use crate::task::TaskRecord;
 
 impl Tasks {
     pub(super) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
         let task = self.task(i)?;
         let rt = &task.rt;
-        let named = |values: &[(ParamId, Timestamp)]| -> ParamValues {
+        let named = |values: &[(ParamId, Stamp)]| -> ParamValues {
             values
                 .iter()
-                .map(|&(p, v)| (self.table.name(p).joined(), v))
+                .map(|&(p, v)| (self.table.name(p).joined(), v.get()))
                 .collect()
         };
         let record = TaskRecord {
             slot: rt.slot.clone(),
-            since: rt.since,
-            queued_at: rt.queued_at,
+            since: stamp::get(rt.since),
+            queued_at: stamp::get(rt.queued_at),
             snapshot: named(&rt.snapshot),
             last_seen: named(&rt.last_seen),
-            last_success: rt.last_success,
+            last_success: stamp::get(rt.last_success),
             sla_due: rt.rare().sla_due,
             hold: rt.rare().hold,
             pause_requested: rt.rare().pause_requested,
@@ -52,17 +51,17 @@ impl Tasks {
                         key: key.to_string(),
                         message: format!("parameter `{name}`: {e}"),
                     })?;
-                    Ok((self.table.intern(&name), *v))
+                    Ok((self.table.intern(&name), Stamp::from(*v)))
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };
         let mut rt = TaskRt {
             slot: r.slot.clone(),
-            since: r.since,
-            queued_at: r.queued_at,
+            since: r.since.map(Stamp::from),
+            queued_at: r.queued_at.map(Stamp::from),
             snapshot: ids(&r.snapshot)?,
             last_seen: ids(&r.last_seen)?,
-            last_success: r.last_success,
+            last_success: r.last_success.map(Stamp::from),
             rare: Some(Box::new(Rare {
                 sla_due: r.sla_due,
                 hold: r.hold,

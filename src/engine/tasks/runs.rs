@@ -12,13 +12,14 @@ use crate::engine::input::{Command, RunResult};
 use crate::engine::{bug, Error};
 use crate::process::Conflict;
 use crate::run::{self, add, Rejection, Status};
+use crate::stamp::{self, Stamp};
 use crate::task::TaskState;
 use crate::trigger::Values;
 
 /// What a trigger reads: the shard's CTL table and one task's last-seen values.
 pub(in crate::engine) struct TaskValues<'a> {
     pub table: &'a CtlTable,
-    pub last: &'a [(ParamId, Timestamp)],
+    pub last: &'a [(ParamId, Stamp)],
 }
 
 impl Values<ParamId> for TaskValues<'_> {
@@ -27,7 +28,7 @@ impl Values<ParamId> for TaskValues<'_> {
     }
 
     fn last(&self, p: &ParamId) -> Option<Timestamp> {
-        self.last.iter().find(|(q, _)| q == p).map(|(_, v)| *v)
+        self.last.iter().find(|(q, _)| q == p).map(|(_, v)| v.get())
     }
 }
 
@@ -46,7 +47,7 @@ impl Tasks {
         let rt = &mut self.task_mut(i)?.rt;
         if rt.slot.phase != state {
             rt.slot.phase = state;
-            rt.since = Some(now);
+            rt.since = stamp::some(now);
         }
         self.mark(i)
     }
@@ -64,7 +65,7 @@ impl Tasks {
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
-        rt.queued_at = Some(now);
+        rt.queued_at = stamp::some(now);
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
@@ -123,7 +124,7 @@ impl Tasks {
             .def
             .refs
             .iter()
-            .filter_map(|&p| table.current(p).map(|v| (p, v)))
+            .filter_map(|&p| table.current(p).map(|v| (p, Stamp::from(v))))
             .collect();
         task.rt
             .slot
@@ -152,7 +153,7 @@ impl Tasks {
             snapshot: rt
                 .snapshot
                 .iter()
-                .map(|&(p, v)| (self.table.name(p).joined(), v))
+                .map(|&(p, v)| (self.table.name(p).joined(), v.get()))
                 .collect(),
             params: match &rt.rare().launch {
                 None => def.params.clone(),
@@ -238,7 +239,7 @@ impl Tasks {
             }
         }
         rt.slot.succeeded();
-        rt.last_success = Some(now);
+        rt.last_success = stamp::some(now);
         if let Some(rare) = rt.rare_set() {
             rare.source = None;
             rare.launch = rare.again.take();
@@ -276,7 +277,7 @@ impl Tasks {
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
-        rt.queued_at = Some(now);
+        rt.queued_at = stamp::some(now);
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
@@ -462,7 +463,7 @@ impl Tasks {
         };
         let event = Event::SlaMissed {
             task: task.def.id.clone(),
-            last_success: task.rt.last_success,
+            last_success: stamp::get(task.rt.last_success),
             expect_every: every,
         };
         let due = add(now, every.get());
@@ -498,8 +499,8 @@ impl Tasks {
                 let p = self.table.intern(&param);
                 let rt = &mut self.task_mut(i)?.rt;
                 match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
-                    Some(slot) => slot.1 = value,
-                    None => rt.last_seen.push((p, value)),
+                    Some(slot) => slot.1 = Stamp::from(value),
+                    None => rt.last_seen.push((p, Stamp::from(value))),
                 }
                 self.mark(i)?;
                 self.consider(i, now)
@@ -531,7 +532,9 @@ impl Tasks {
                 task.rt.slot.set_wake(None, &mut alarms);
                 let low = task.rt.rare().source.is_some();
                 if let Some(at) = queued_at {
-                    self.pool_mut(pool)?.queue.remove(low, priority, at, i);
+                    self.pool_mut(pool)?
+                        .queue
+                        .remove(low, priority, at.get(), i);
                 }
                 self.release_hold(i)?;
                 self.set_state(i, TaskState::Paused, now)
@@ -572,6 +575,6 @@ pub(super) fn enter(
 ) -> Result<(), Error> {
     let rt = &mut tasks.task_mut(i)?.rt;
     rt.slot.phase = state;
-    rt.since = Some(now);
+    rt.since = stamp::some(now);
     tasks.mark(i)
 }

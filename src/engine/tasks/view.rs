@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{TaskValues, Tasks};
 use crate::run::Run;
+use crate::stamp;
 use crate::task::{Hold, TaskState};
 use crate::trigger::Explain;
 
@@ -99,9 +100,9 @@ impl Tasks {
                 id: task.def.id.clone(),
                 pool: self.pool_name(task.def.pool),
                 state: task.rt.slot.phase,
-                since: task.rt.since,
+                since: stamp::get(task.rt.since),
                 failures: task.rt.slot.failures,
-                last_success: task.rt.last_success,
+                last_success: stamp::get(task.rt.last_success),
             })
             .collect()
     }
@@ -111,9 +112,13 @@ impl Tasks {
     pub(in crate::engine) fn health(
         &self,
     ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
-        self.tasks
-            .iter()
-            .map(|t| (t.def.id.as_str(), t.rt.slot.phase, t.rt.last_success))
+        self.tasks.iter().map(|t| {
+            (
+                t.def.id.as_str(),
+                t.rt.slot.phase,
+                stamp::get(t.rt.last_success),
+            )
+        })
     }
 
     fn pool_name(&self, p: usize) -> String {
@@ -162,7 +167,7 @@ impl Tasks {
             pool: self.pool_name(def.pool),
             priority: def.priority,
             state: rt.slot.phase,
-            since: rt.since,
+            since: stamp::get(rt.since),
             failures: rt.slot.failures,
             wake_at: rt.slot.wake_at(),
             run: rt.slot.run.as_deref().cloned(),
@@ -171,8 +176,12 @@ impl Tasks {
                 .iter()
                 .map(|&p| (name(&p), self.table.current(p)))
                 .collect(),
-            last_seen: rt.last_seen.iter().map(|(p, v)| (name(p), *v)).collect(),
-            last_success: rt.last_success,
+            last_seen: rt
+                .last_seen
+                .iter()
+                .map(|(p, v)| (name(p), v.get()))
+                .collect(),
+            last_success: stamp::get(rt.last_success),
             hold: rt.rare().hold,
             last_error: rt.slot.last_error().map(str::to_string),
             trigger: def.cfg.trigger.to_string(),
