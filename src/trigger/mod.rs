@@ -206,6 +206,18 @@ impl<P> Trigger<P> {
         out
     }
 
+    /// Calls `f` with each parameter every leaf names, in order (a name
+    /// more than one leaf holds comes more than once): [`Trigger::params`]
+    /// without the list.
+    pub fn for_each_param<'a>(&'a self, f: &mut impl FnMut(&'a P)) {
+        self.for_each_leaf(&mut |leaf| {
+            f(leaf.p());
+            if let Some(r) = leaf.r() {
+                f(r);
+            }
+        });
+    }
+
     fn for_each_leaf<'a>(&'a self, f: &mut impl FnMut(&'a Leaf<P>)) {
         match self {
             Trigger::Leaf(leaf) => f(leaf),

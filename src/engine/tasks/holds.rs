@@ -84,7 +84,7 @@ impl Tasks {
     }
 
     fn other_producer_running(&self, waiter: u32, except: u32) -> Result<bool, Error> {
-        for p in &self.task(waiter)?.def.refs {
+        for p in self.task(waiter)?.def.trigger.params() {
             for &q in self.producers.of(*p) {
                 if q != except && self.task(q)?.rt.slot.phase == TaskState::Running {
                     return Ok(true);

@@ -42,7 +42,6 @@ const NOT_HERE: u32 = u32::MAX;
 struct TaskDef {
     cfg: Arc<crate::config::Task>,
     trigger: Trigger<ParamId>,
-    refs: Box<[ParamId]>,
     produces: Box<[ParamId]>,
 }
 
@@ -258,15 +257,13 @@ impl Tasks {
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
             let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
-            let refs: Box<[ParamId]> = trigger.params().into_iter().copied().collect();
             let produces: Box<[ParamId]> = t.produces.iter().map(|n| table.intern(n)).collect();
-            index.extend(refs.iter().map(|&p| (p, i)));
+            index.extend(trigger.params().into_iter().map(|&p| (p, i)));
             producers.extend(produces.iter().map(|&p| (p, i)));
             tasks.push(Task {
                 def: TaskDef {
                     cfg: Arc::clone(t),
                     trigger,
-                    refs,
                     produces,
                 },
                 rt: TaskRt::default(),

@@ -120,12 +120,19 @@ impl Tasks {
             .get_mut(i as usize)
             .ok_or_else(|| bug(format!("no task #{i}")))?;
         let mut alarms = super::TaskAlarms { timers, task: i };
-        task.rt.snapshot = task
-            .def
-            .refs
-            .iter()
-            .filter_map(|&p| table.current(p).map(|v| (p, Stamp::from(v))))
-            .collect();
+        let snapshot = &mut task.rt.snapshot;
+        snapshot.clear();
+        // Room for every name once (a list grown by pushes holds room for four).
+        let mut named = 0;
+        task.def.trigger.for_each_param(&mut |_| named += 1);
+        snapshot.reserve_exact(named);
+        task.def.trigger.for_each_param(&mut |&p| {
+            if let Some(v) = table.current(p) {
+                if !snapshot.iter().any(|&(q, _)| q == p) {
+                    snapshot.push((p, Stamp::from(v)));
+                }
+            }
+        });
         task.rt
             .slot
             .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
@@ -232,6 +239,11 @@ impl Tasks {
         let task = self.task_mut(i)?;
         let every = task.def.expect_every;
         let rt = &mut task.rt;
+        if rt.last_seen.is_empty() {
+            // The first success: the snapshot, allocated to its length, is
+            // the list (a list grown by pushes holds room for four).
+            rt.last_seen = std::mem::take(&mut rt.snapshot);
+        }
         for (p, v) in std::mem::take(&mut rt.snapshot) {
             match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
                 Some(slot) => slot.1 = v,

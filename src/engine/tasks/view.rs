@@ -172,8 +172,9 @@ impl Tasks {
             wake_at: rt.slot.wake_at(),
             run: rt.slot.run.as_deref().cloned(),
             current: def
-                .refs
-                .iter()
+                .trigger
+                .params()
+                .into_iter()
                 .map(|&p| (name(&p), self.table.current(p)))
                 .collect(),
             last_seen: rt
