@@ -13,7 +13,6 @@
 //!
 //! Run with `cargo bench --bench core` (add `-- --quick` for a fast pass).
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -76,12 +75,8 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
             accept: Accept::Last,
             retry: RetryPolicy::default(),
         }),
-        produces: Vec::new(),
-        expect_every: None,
-        params: BTreeMap::new(),
-        topic: None,
-        schedule: None,
         conflict: config::Conflict::default(),
+        extra: None,
     }
 }
 

@@ -116,7 +116,7 @@ impl Router {
             let Some(&p) = pools.get(t.pool) else {
                 continue;
             };
-            for name in t.trigger.params().into_iter().chain(&t.produces) {
+            for name in t.trigger.params().into_iter().chain(&t.extra().produces) {
                 ctl.push((params.intern(name), p));
             }
         }

@@ -556,7 +556,7 @@ fn guess_kind(conn: &Conn, topic: &str) -> Option<TailKind> {
         c.stage_topics().contains(&topic)
             || c.tasks
                 .iter()
-                .any(|task| task.topic.as_deref() == Some(topic))
+                .any(|task| task.extra().topic.as_deref() == Some(topic))
     });
     Some(TailKind::Fixed(match topic {
         x if x == t.changelog => return Some(TailKind::Changelog),

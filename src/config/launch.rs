@@ -108,7 +108,10 @@ pub(super) fn on_event(
         .or_else(|| {
             let stage = cx.stages.iter().find(|s| s.topic == *topic);
             let job = cx.jobs.iter().find(|j| j.topic == *topic);
-            let task = cx.tasks.iter().find(|t| t.topic.as_ref() == Some(topic));
+            let task = cx
+                .tasks
+                .iter()
+                .find(|t| t.extra().topic.as_ref() == Some(topic));
             stage
                 .map(|s| format!("the run topic of stage `{}`", s.name))
                 .or_else(|| job.map(|j| format!("the run topic of job `{}`", j.name)))

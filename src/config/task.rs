@@ -103,6 +103,17 @@ pub struct Task {
     /// Timeout, result acceptance and retries of its runs (shared by the
     /// tasks whose policies are equal: most tasks take the defaults).
     pub run: Arc<RunPolicy>,
+    /// What a `launch` of the task does while it is queued or running.
+    pub conflict: Conflict,
+    /// What few tasks set (see [`TaskExtra`]), read through
+    /// [`Task::extra`]; `None` while none of it is set.
+    pub extra: Option<Box<TaskExtra>>,
+}
+
+/// The part of a task's definition few tasks set, kept apart: a
+/// configuration may hold millions of tasks, most of which set none of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskExtra {
     /// Parameters this task produces.
     pub produces: Vec<ParamName>,
     /// Staleness SLA.
@@ -113,9 +124,23 @@ pub struct Task {
     pub topic: Option<String>,
     /// A cron schedule that launches the task ("run now", under `conflict`),
     /// read in [`Task::time_zone`].
-    pub schedule: Option<Box<Cron>>,
-    /// What a `launch` of the task does while it is queued or running.
-    pub conflict: Conflict,
+    pub schedule: Option<Cron>,
+}
+
+/// What a task without a [`TaskExtra`] part reads.
+static NO_EXTRA: TaskExtra = TaskExtra {
+    produces: Vec::new(),
+    expect_every: None,
+    params: BTreeMap::new(),
+    topic: None,
+    schedule: None,
+};
+
+impl Task {
+    /// What few tasks set (all unset when the task sets none of it).
+    pub fn extra(&self) -> &TaskExtra {
+        self.extra.as_deref().unwrap_or(&NO_EXTRA)
+    }
 }
 
 /// Validates the `[[pool]]` sections; the "default" pool comes first,
@@ -274,7 +299,7 @@ pub(super) fn tasks(
             None => None,
         };
         let schedule = match &t.schedule {
-            Some(text) => Some(Box::new(section.cron(text, "schedule")?)),
+            Some(text) => Some(section.cron(text, "schedule")?),
             None => None,
         };
         let run = Arc::clone(
@@ -282,6 +307,13 @@ pub(super) fn tasks(
                 .entry(run)
                 .or_insert_with_key(|run| Arc::new(run.clone())),
         );
+        let extra = TaskExtra {
+            produces,
+            expect_every,
+            params: t.params.clone(),
+            topic,
+            schedule,
+        };
         tasks.push(Arc::new(Task {
             id: t.id.clone(),
             pool,
@@ -289,12 +321,8 @@ pub(super) fn tasks(
             trigger,
             time_zone,
             run,
-            produces,
-            expect_every,
-            params: t.params.clone(),
-            topic,
-            schedule,
             conflict: t.conflict.unwrap_or_default(),
+            extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
         }));
     }
     Ok(tasks)
@@ -338,7 +366,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
             Some("Europe/Moscow"),
             "bundled tz database"
         );
-        assert_eq!(task.schedule, None);
+        assert_eq!(task.extra().schedule, None);
         assert_eq!(task.conflict, Conflict::Reject);
     }
 
@@ -447,13 +475,17 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
                     trigger = \"delta(a/b, 1h)\"\nschedule = \"0 3 * * *\"\n\
                     conflict = \"queue\"\ntopic = \"reactor.runs\"\n";
         let task = parse(text, "t.toml").unwrap().config.tasks.remove(0);
-        assert_eq!(task.schedule.as_deref().map(Cron::text), Some("0 3 * * *"));
+        assert_eq!(
+            task.extra().schedule.as_ref().map(Cron::text),
+            Some("0 3 * * *")
+        );
         assert_eq!(task.conflict, Conflict::Queue);
         assert_eq!(task.time_zone.iana_name(), Some("Europe/Moscow"));
-        assert_eq!(task.topic.as_deref(), Some("reactor.runs"));
+        assert_eq!(task.extra().topic.as_deref(), Some("reactor.runs"));
         let next = task
+            .extra()
             .schedule
-            .as_deref()
+            .as_ref()
             .unwrap()
             .next_after("2024-06-01T12:00:00Z".parse().unwrap(), &task.time_zone);
         assert_eq!(next, Some("2024-06-02T00:00:00Z".parse().unwrap()));

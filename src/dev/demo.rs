@@ -155,7 +155,7 @@ fn workers(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         Err(e) => return eprintln!("demo workers: {e}"),
     };
     let mut topics = vec![config.kafka.topics.runs.clone()];
-    topics.extend(config.tasks.iter().filter_map(|t| t.topic.clone()));
+    topics.extend(config.tasks.iter().filter_map(|t| t.extra().topic.clone()));
     let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
     if consumer.subscribe(&topics).is_err() {
         return;
@@ -225,7 +225,7 @@ fn publish_produced(
         .filter_map(|t| codec::timestamp_from_proto(t).ok())
         .max();
     if let Some(value) = newest {
-        for name in &task.produces {
+        for name in &task.extra().produces {
             send_ctl(producer, config, name, value);
         }
     }
@@ -246,7 +246,12 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         Err(e) => return eprintln!("demo printer: {e}"),
     };
     let mut topics = vec![t.runs.as_str(), t.events.as_str()];
-    topics.extend(config.tasks.iter().filter_map(|t| t.topic.as_deref()));
+    topics.extend(
+        config
+            .tasks
+            .iter()
+            .filter_map(|t| t.extra().topic.as_deref()),
+    );
     if !config.stages.is_empty() {
         topics.push(t.offer_state.as_str());
         topics.extend(config.stage_topics());

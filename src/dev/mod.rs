@@ -137,7 +137,12 @@ fn create_topics(
         .map(|(_, name)| name)
         .filter(|name| !partitioned.contains(name))
         .collect();
-    others.extend(config.tasks.iter().filter_map(|t| t.topic.as_deref()));
+    others.extend(
+        config
+            .tasks
+            .iter()
+            .filter_map(|t| t.extra().topic.as_deref()),
+    );
     others.extend(config.stage_topics());
     others.extend(config.job_topics());
     others.sort_unstable();

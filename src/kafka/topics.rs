@@ -66,7 +66,7 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
         (t.offer_state.clone(), k.partitions, false),
     ];
     for task in &config.tasks {
-        if let Some(topic) = &task.topic {
+        if let Some(topic) = &task.extra().topic {
             wanted.push((topic.clone(), k.partitions, false));
         }
     }

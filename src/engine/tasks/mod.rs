@@ -257,7 +257,8 @@ impl Tasks {
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
             let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
-            let produces: Box<[ParamId]> = t.produces.iter().map(|n| table.intern(n)).collect();
+            let produces: Box<[ParamId]> =
+                t.extra().produces.iter().map(|n| table.intern(n)).collect();
             index.extend(trigger.params().into_iter().map(|&p| (p, i)));
             producers.extend(produces.iter().map(|&p| (p, i)));
             tasks.push(Task {
@@ -329,14 +330,14 @@ impl Tasks {
         }
         for i in 0..self.count() {
             let task = self.task_mut(i)?;
-            if let (Some(every), None) = (task.def.expect_every, task.rt.rare().sla_due) {
+            if let (Some(every), None) = (task.def.extra().expect_every, task.rt.rare().sla_due) {
                 let due = crate::run::add(now, every.get());
                 task.rt.rare_mut().sla_due = Some(due);
                 self.timers.arm(due, (TimerKind::Sla, i));
                 self.mark(i)?;
             }
             let task = self.task_mut(i)?;
-            if let (Some(cron), None) = (&task.def.schedule, task.rt.rare().cron_at) {
+            if let (Some(cron), None) = (&task.def.extra().schedule, task.rt.rare().cron_at) {
                 if let Some(at) = cron.next_after(now, &task.def.time_zone) {
                     task.rt.rare_mut().cron_at = Some(at);
                     self.timers.arm(at, (TimerKind::Cron, i));

@@ -163,9 +163,9 @@ impl Tasks {
                 .map(|&(p, v)| (self.table.name(p).joined(), v.get()))
                 .collect(),
             params: match &rt.rare().launch {
-                None => def.params.clone(),
+                None => def.extra().params.clone(),
                 Some(extra) => {
-                    let mut params = def.params.clone();
+                    let mut params = def.extra().params.clone();
                     params.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
                     params
                 }
@@ -177,7 +177,7 @@ impl Tasks {
                 rt.rare().source.clone()
             },
             key: self.pool(def.pool)?.name.clone(),
-            topic: def.topic.clone(),
+            topic: def.extra().topic.clone(),
         };
         self.out.push(Action::Run(command));
         Ok(())
@@ -237,7 +237,7 @@ impl Tasks {
 
     fn succeed(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let task = self.task_mut(i)?;
-        let every = task.def.expect_every;
+        let every = task.def.extra().expect_every;
         let rt = &mut task.rt;
         if rt.last_seen.is_empty() {
             // The first success: the snapshot, allocated to its length, is
@@ -442,6 +442,7 @@ impl Tasks {
                 // Firings missed while no shard ran collapse into this one.
                 let next = task
                     .def
+                    .extra()
                     .schedule
                     .as_ref()
                     .and_then(|c| c.next_after(at.max(now), &task.def.time_zone));
@@ -470,7 +471,7 @@ impl Tasks {
 
     fn sla_missed(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let task = self.task_mut(i)?;
-        let Some(every) = task.def.expect_every else {
+        let Some(every) = task.def.extra().expect_every else {
             return Ok(());
         };
         let event = Event::SlaMissed {
