@@ -62,19 +62,19 @@ pub enum Error {
 
 /// A CTL parameter name: `entity/param` (the entity may contain dots, e.g. `dwh.orders/max_dt`).
 ///
-/// Kept as the one string `entity/param` with the entity's length: a task
-/// holds its trigger's names for the life of the process, and two strings
-/// per name were twice the heap blocks and twice the inline size.
+/// Kept as the one string `entity/param`: a task holds its trigger's names
+/// for the life of the process, and two strings per name were twice the heap
+/// blocks and twice the inline size. Neither part may hold a `/` (see
+/// [`is_name_char`]), so the first one splits them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ParamName {
     /// `entity/param`.
     text: Box<str>,
-    /// Length of the entity: where the `/` is.
-    split: u32,
 }
 
 impl ParamName {
-    /// A name from its two parts, taken as given (use `parse` to validate text).
+    /// A name from its two parts, taken as given (use `parse` to validate
+    /// text; an entity holding a `/` would be read back as ending there).
     pub fn new(entity: impl AsRef<str>, param: impl AsRef<str>) -> Self {
         let (entity, param) = (entity.as_ref(), param.as_ref());
         let mut text = String::with_capacity(entity.len() + 1 + param.len());
@@ -83,26 +83,30 @@ impl ParamName {
         text.push_str(param);
         ParamName {
             text: text.into_boxed_str(),
-            // A name of 4 GiB would not get through any input limit.
-            split: u32::try_from(entity.len()).unwrap_or(u32::MAX),
         }
+    }
+
+    /// Where the `/` is (the end of a name without one).
+    fn split(&self) -> usize {
+        self.text.find('/').unwrap_or(self.text.len())
     }
 
     /// The entity (`dwh.orders`).
     pub fn entity(&self) -> &str {
-        self.text.get(..self.split as usize).unwrap_or_default()
+        self.text.get(..self.split()).unwrap_or_default()
     }
 
     /// The parameter of the entity (`max_dt`).
     pub fn param(&self) -> &str {
-        self.text.get(self.split as usize + 1..).unwrap_or_default()
+        self.text.get(self.split() + 1..).unwrap_or_default()
     }
 
     /// The name's two parts, borrowed.
     pub fn parts(&self) -> ParamRef<'_> {
+        let split = self.split();
         ParamRef {
-            entity: self.entity(),
-            param: self.param(),
+            entity: self.text.get(..split).unwrap_or_default(),
+            param: self.text.get(split + 1..).unwrap_or_default(),
         }
     }
 
