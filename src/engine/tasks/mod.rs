@@ -9,6 +9,7 @@ mod holds;
 mod ops;
 mod record;
 mod runs;
+mod seen;
 mod view;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,8 @@ use crate::stamp::{self, Stamp};
 use crate::task::{Hold, PoolQueue, TaskState};
 use crate::timers::Timers;
 use crate::trigger::Trigger;
+
+use seen::Seen;
 
 pub(super) use runs::TaskValues;
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
@@ -62,8 +65,8 @@ struct TaskRt {
     // `Option<Timestamp>` takes 24 (a shard holds millions of tasks).
     since: Option<Stamp>,
     queued_at: Option<Stamp>,
-    snapshot: Vec<(ParamId, Stamp)>,
-    last_seen: Vec<(ParamId, Stamp)>,
+    snapshot: Seen,
+    last_seen: Seen,
     last_success: Option<Stamp>,
     /// What few tasks carry (see [`Rare`]); `None` while all of it is unset.
     rare: Option<Box<Rare>>,

@@ -59,8 +59,8 @@ impl Tasks {
             slot: r.slot.clone(),
             since: r.since.map(Stamp::from),
             queued_at: r.queued_at.map(Stamp::from),
-            snapshot: ids(&r.snapshot)?,
-            last_seen: ids(&r.last_seen)?,
+            snapshot: ids(&r.snapshot)?.into(),
+            last_seen: ids(&r.last_seen)?.into(),
             last_success: r.last_success.map(Stamp::from),
             rare: Some(Box::new(Rare {
                 sla_due: r.sla_due,

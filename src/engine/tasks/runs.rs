@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::{Tasks, TimerKind};
+use super::{Seen, Tasks, TimerKind};
 use std::collections::BTreeMap;
 
 use crate::action::{Action, Event, RunCommand, Subject};
@@ -120,12 +120,9 @@ impl Tasks {
             .get_mut(i as usize)
             .ok_or_else(|| bug(format!("no task #{i}")))?;
         let mut alarms = super::TaskAlarms { timers, task: i };
-        let snapshot = &mut task.rt.snapshot;
-        snapshot.clear();
-        // Room for every name once (a list grown by pushes holds room for four).
         let mut named = 0;
         task.def.trigger.for_each_param(&mut |_| named += 1);
-        snapshot.reserve_exact(named);
+        let mut snapshot = Vec::with_capacity(named);
         task.def.trigger.for_each_param(&mut |&p| {
             if let Some(v) = table.current(p) {
                 if !snapshot.iter().any(|&(q, _)| q == p) {
@@ -133,6 +130,7 @@ impl Tasks {
                 }
             }
         });
+        task.rt.snapshot = snapshot.into();
         task.rt
             .slot
             .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
@@ -240,15 +238,11 @@ impl Tasks {
         let every = task.def.extra().expect_every;
         let rt = &mut task.rt;
         if rt.last_seen.is_empty() {
-            // The first success: the snapshot, allocated to its length, is
-            // the list (a list grown by pushes holds room for four).
+            // The first success: the snapshot is the list.
             rt.last_seen = std::mem::take(&mut rt.snapshot);
         }
-        for (p, v) in std::mem::take(&mut rt.snapshot) {
-            match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
-                Some(slot) => slot.1 = v,
-                None => rt.last_seen.push((p, v)),
-            }
+        for &(p, v) in std::mem::take(&mut rt.snapshot).iter() {
+            rt.last_seen.set(p, v);
         }
         rt.slot.succeeded();
         rt.last_success = stamp::some(now);
@@ -363,7 +357,7 @@ impl Tasks {
     fn fail(&mut self, i: u32, error: String, now: Timestamp) -> Result<(), Error> {
         self.producer_finished(i, false)?;
         let (task, mut alarms) = self.slot_mut(i)?;
-        task.rt.snapshot.clear();
+        task.rt.snapshot = Seen::default();
         let failure = task
             .rt
             .slot
@@ -511,10 +505,7 @@ impl Tasks {
             Command::SetLast { param, value, .. } => {
                 let p = self.table.intern(&param);
                 let rt = &mut self.task_mut(i)?.rt;
-                match rt.last_seen.iter_mut().find(|(q, _)| *q == p) {
-                    Some(slot) => slot.1 = Stamp::from(value),
-                    None => rt.last_seen.push((p, Stamp::from(value))),
-                }
+                rt.last_seen.set(p, Stamp::from(value));
                 self.mark(i)?;
                 self.consider(i, now)
             }
