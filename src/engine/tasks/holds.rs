@@ -12,6 +12,19 @@ use crate::run::add;
 use crate::task::{Hold, TaskState};
 
 impl Tasks {
+    /// This table's ids of what task `i` produces (few tasks produce: the
+    /// ids are looked up here rather than kept in every task).
+    fn produced_by(&self, i: u32) -> Result<Vec<ParamId>, Error> {
+        Ok(self
+            .task(i)?
+            .def
+            .extra()
+            .produces
+            .iter()
+            .filter_map(|n| self.table.id(n.entity(), n.param()))
+            .collect())
+    }
+
     /// The tasks whose trigger references `p`.
     fn waiting_on(&self, p: ParamId) -> Vec<u32> {
         self.index.of(p).to_vec()
@@ -20,8 +33,7 @@ impl Tasks {
     /// A producer was dispatched: hold a slot for every idle task waiting on
     /// what it produces.
     pub(super) fn start_holds(&mut self, producer: u32, now: Timestamp) -> Result<(), Error> {
-        let produces = self.task(producer)?.def.produces.clone();
-        for &p in &produces {
+        for p in self.produced_by(producer)? {
             for h in self.waiting_on(p) {
                 let pool = self.task(h)?.def.pool;
                 let (max_running, hold_max) = {
@@ -57,8 +69,7 @@ impl Tasks {
     /// they wait for the waiting task's next evaluation (the data lands on
     /// `ctl.changes`, which is not ordered with the result).
     pub(super) fn producer_finished(&mut self, producer: u32, success: bool) -> Result<(), Error> {
-        let produces = self.task(producer)?.def.produces.clone();
-        for &p in &produces {
+        for p in self.produced_by(producer)? {
             for h in self.waiting_on(p) {
                 if self.task(h)?.rt.rare().hold.is_none()
                     || self.other_producer_running(h, producer)?

@@ -45,7 +45,6 @@ const NOT_HERE: u32 = u32::MAX;
 struct TaskDef {
     cfg: Arc<crate::config::Task>,
     trigger: Trigger<ParamId>,
-    produces: Box<[ParamId]>,
 }
 
 impl std::ops::Deref for TaskDef {
@@ -260,15 +259,12 @@ impl Tasks {
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
             let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
-            let produces: Box<[ParamId]> =
-                t.extra().produces.iter().map(|n| table.intern(n)).collect();
             index.extend(trigger.params().into_iter().map(|&p| (p, i)));
-            producers.extend(produces.iter().map(|&p| (p, i)));
+            producers.extend(t.extra().produces.iter().map(|n| (table.intern(n), i)));
             tasks.push(Task {
                 def: TaskDef {
                     cfg: Arc::clone(t),
                     trigger,
-                    produces,
                 },
                 rt: TaskRt::default(),
             });
