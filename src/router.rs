@@ -84,7 +84,7 @@ pub struct Router {
 struct Tables {
     /// The configured tasks (shared with the configuration), found by id
     /// through `task_ids`: no copy of each id.
-    tasks: Vec<Arc<crate::config::Task>>,
+    tasks: Arc<[Arc<crate::config::Task>]>,
     task_ids: NameIndex,
     /// Per pool, its partition.
     pools: Vec<i32>,
@@ -112,7 +112,7 @@ impl Router {
             .collect();
         let mut params = ParamNames::new();
         let mut ctl = Vec::new();
-        for t in &config.tasks {
+        for t in config.tasks.iter() {
             let Some(&p) = pools.get(t.pool) else {
                 continue;
             };
@@ -128,7 +128,7 @@ impl Router {
             partitions,
             tables: Arc::new(Tables {
                 task_ids: NameIndex::of(config.tasks.iter().map(|t| t.id.as_str())),
-                tasks: config.tasks.clone(),
+                tasks: Arc::clone(&config.tasks),
                 pools,
                 processes,
                 params,

@@ -137,8 +137,9 @@ pub struct Config {
     pub strict: bool,
     /// Pools; "default" is always present.
     pub pools: Vec<Pool>,
-    /// Tasks in file order.
-    pub tasks: Vec<std::sync::Arc<Task>>,
+    /// Tasks in file order (the list is shared with the router: a million
+    /// tasks' worth of pointers is not copied).
+    pub tasks: std::sync::Arc<[std::sync::Arc<Task>]>,
     /// Offer stages in file order.
     pub stages: Vec<Stage>,
     /// Settings shared by every offer (`[offers]`).
@@ -256,7 +257,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
             time_zone,
             strict: file.strict,
             pools,
-            tasks,
+            tasks: tasks.into(),
             stages,
             offers,
             jobs,

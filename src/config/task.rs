@@ -474,7 +474,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         let text = "time_zone = \"Europe/Moscow\"\n[[task]]\nid = \"a\"\n\
                     trigger = \"delta(a/b, 1h)\"\nschedule = \"0 3 * * *\"\n\
                     conflict = \"queue\"\ntopic = \"reactor.runs\"\n";
-        let task = parse(text, "t.toml").unwrap().config.tasks.remove(0);
+        let task = parse(text, "t.toml").unwrap().config.tasks[0].clone();
         assert_eq!(
             task.extra().schedule.as_ref().map(Cron::text),
             Some("0 3 * * *")

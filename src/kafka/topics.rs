@@ -65,7 +65,7 @@ pub async fn ensure(clients: &Clients, config: &Config) -> Result<i32, Error> {
         (t.dead.clone(), k.partitions, false),
         (t.offer_state.clone(), k.partitions, false),
     ];
-    for task in &config.tasks {
+    for task in config.tasks.iter() {
         if let Some(topic) = &task.extra().topic {
             wanted.push((topic.clone(), k.partitions, false));
         }
