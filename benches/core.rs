@@ -64,7 +64,7 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         ),
     };
     Task {
-        id,
+        id: id.into(),
         pool: 0,
         priority: 0,
         trigger: trigger::parse(&text).expect("valid trigger"),
@@ -124,7 +124,7 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             .collect();
         ChangelogRecord {
             store: Store::Task,
-            key: t.id.clone(),
+            key: t.id.to_string(),
             value: Some(Value::Task(Box::new(TaskRecord {
                 slot: RunSlot::from(reactor::run::SlotParts {
                     phase: TaskState::Idle,

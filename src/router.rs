@@ -127,7 +127,7 @@ impl Router {
         Router {
             partitions,
             tables: Arc::new(Tables {
-                task_ids: NameIndex::of(config.tasks.iter().map(|t| t.id.as_str())),
+                task_ids: NameIndex::of(config.tasks.iter().map(|t| &*t.id)),
                 tasks: Arc::clone(&config.tasks),
                 pools,
                 processes,
@@ -175,7 +175,7 @@ impl Router {
         let tables = &*self.tables;
         let i = tables
             .task_ids
-            .get(id, |i| tables.tasks.get(i as usize).map(|t| t.id.as_str()))?;
+            .get(id, |i| tables.tasks.get(i as usize).map(|t| &*t.id))?;
         let task = tables.tasks.get(i as usize)?;
         tables.pools.get(task.pool).copied()
     }

@@ -90,7 +90,7 @@ pub struct Pool {
 #[derive(Debug, Clone)]
 pub struct Task {
     /// Unique id.
-    pub id: String,
+    pub id: Box<str>,
     /// Index into [`Config::pools`](super::Config::pools).
     pub pool: usize,
     /// Higher runs first.
@@ -315,7 +315,7 @@ pub(super) fn tasks(
             schedule,
         };
         tasks.push(Arc::new(Task {
-            id: t.id.clone(),
+            id: t.id.as_str().into(),
             pool,
             priority: t.priority,
             trigger,
@@ -355,7 +355,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         let loaded = parse(SAMPLE, "sample.toml").unwrap();
         assert!(loaded.warnings.is_empty());
         let task = &loaded.config.tasks[0];
-        assert_eq!(task.id, "orders_daily");
+        assert_eq!(&*task.id, "orders_daily");
         assert_eq!(loaded.config.pools[task.pool].name, "reports");
         assert_eq!(loaded.config.pools[task.pool].max_running, Some(2));
         assert_eq!(task.priority, 10);

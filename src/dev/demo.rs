@@ -216,7 +216,7 @@ fn publish_produced(
     config: &Config,
     run: &crate::proto::v1::RunCommand,
 ) {
-    let Some(task) = config.tasks.iter().find(|t| t.id == run.task) else {
+    let Some(task) = config.tasks.iter().find(|t| *t.id == *run.task) else {
         return;
     };
     let newest = run

@@ -272,7 +272,7 @@ impl Tasks {
         table.shrink_to_fit();
         Tasks {
             table,
-            by_id: NameIndex::of(tasks.iter().map(|t: &Task| t.def.id.as_str())),
+            by_id: NameIndex::of(tasks.iter().map(|t: &Task| &*t.def.id)),
             tasks,
             by_named: Vec::new(),
             index: Postings::build(&index),
@@ -428,7 +428,7 @@ impl Tasks {
                 break;
             };
             if let Some(previous) = moved_back {
-                let task = self.task(i)?.def.id.clone();
+                let task = self.task(i)?.def.id.to_string();
                 let name = self.table.name(id);
                 self.out
                     .push(Action::Event(crate::action::Event::CtlMovedBack {
@@ -523,9 +523,8 @@ impl Tasks {
 
     /// The index of the task with id `id`.
     fn find(&self, id: &str) -> Option<u32> {
-        self.by_id.get(id, |i| {
-            self.tasks.get(i as usize).map(|t| t.def.id.as_str())
-        })
+        self.by_id
+            .get(id, |i| self.tasks.get(i as usize).map(|t| &*t.def.id))
     }
 
     fn task(&self, i: u32) -> Result<&Task, Error> {

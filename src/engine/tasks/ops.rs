@@ -89,7 +89,7 @@ impl Tasks {
             task.rt.slot.failures = 0;
         }
         task.rt.rare_mut().source = Some(source.to_string());
-        let subject = Subject::task(&task.def.id);
+        let subject = Subject::task(&*task.def.id);
         self.out.push(Action::Event(Event::Recovered {
             subject,
             source: source.to_string(),

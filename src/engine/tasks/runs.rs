@@ -151,7 +151,7 @@ impl Tasks {
             .current()
             .ok_or_else(|| bug(format!("task {} runs without a run", def.id)))?;
         let command = RunCommand {
-            task: def.id.clone(),
+            task: def.id.to_string(),
             run_id: run.run_id.clone(),
             attempt: run.attempt,
             pass: run.pass,
@@ -310,7 +310,7 @@ impl Tasks {
         let id = task.def.id.clone();
         let rejected = |this: &mut Tasks| {
             this.out.push(Action::Event(Event::LaunchRejected {
-                subject: Subject::task(&id),
+                subject: Subject::task(&*id),
                 reason: crate::process::Refusal::Active.as_str().to_string(),
                 error: None,
             }));
@@ -319,7 +319,7 @@ impl Tasks {
         match (task.rt.slot.phase, conflict) {
             (TaskState::Paused, _) => {
                 self.out.push(Action::Event(Event::CommandRejected {
-                    subject: Subject::task(&id),
+                    subject: Subject::task(&*id),
                     reason: "the task is paused".to_string(),
                 }));
                 Ok(())
@@ -370,7 +370,7 @@ impl Tasks {
             }
         }
         let event = failure.event(
-            Subject::task(&task.def.id),
+            Subject::task(&*task.def.id),
             task.rt.slot.last_run_id(&task.def.id),
             task.rt.slot.failures,
             error,
@@ -388,7 +388,7 @@ impl Tasks {
             return Ok(());
         };
         let event = Event::RunTimedOut {
-            subject: Subject::task(&task.def.id),
+            subject: Subject::task(&*task.def.id),
             run_id: run.run_id,
             attempt: run.attempt,
             restarted: restart,
@@ -469,7 +469,7 @@ impl Tasks {
             return Ok(());
         };
         let event = Event::SlaMissed {
-            task: task.def.id.clone(),
+            task: task.def.id.to_string(),
             last_success: stamp::get(task.rt.last_success),
             expect_every: every,
         };

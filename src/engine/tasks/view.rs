@@ -97,7 +97,7 @@ impl Tasks {
         self.tasks
             .iter()
             .map(|task| TaskSummary {
-                id: task.def.id.clone(),
+                id: task.def.id.to_string(),
                 pool: self.pool_name(task.def.pool),
                 state: task.rt.slot.phase,
                 since: stamp::get(task.rt.since),
@@ -112,13 +112,9 @@ impl Tasks {
     pub(in crate::engine) fn health(
         &self,
     ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
-        self.tasks.iter().map(|t| {
-            (
-                t.def.id.as_str(),
-                t.rt.slot.phase,
-                stamp::get(t.rt.last_success),
-            )
-        })
+        self.tasks
+            .iter()
+            .map(|t| (&*t.def.id, t.rt.slot.phase, stamp::get(t.rt.last_success)))
     }
 
     fn pool_name(&self, p: usize) -> String {
@@ -163,7 +159,7 @@ impl Tasks {
         };
         let name = |p: &crate::ctl::ParamId| self.table.name(*p).joined();
         Some(TaskView {
-            id: def.id.clone(),
+            id: def.id.to_string(),
             pool: self.pool_name(def.pool),
             priority: def.priority,
             state: rt.slot.phase,
@@ -192,6 +188,6 @@ impl Tasks {
 
     /// Ids of the tasks this shard owns, in declaration order.
     pub(in crate::engine) fn ids(&self) -> impl Iterator<Item = &str> {
-        self.tasks.iter().map(|t| t.def.id.as_str())
+        self.tasks.iter().map(|t| &*t.def.id)
     }
 }
