@@ -104,8 +104,7 @@ pub fn scale() -> impl Strategy<Value = Scale> {
         Just(Scale::Month),
         Just(Scale::Quarter),
         Just(Scale::Year),
-        prop_oneof![Just(1800i64), Just(7 * 3600), 1i64..=86_400]
-            .prop_map(|s| Scale::Fixed(Duration::from_secs(s))),
+        prop_oneof![Just(1800u32), Just(7 * 3600), 1u32..=86_400].prop_map(Scale::Fixed),
     ]
 }
 
