@@ -36,9 +36,9 @@ pub enum Trigger<P> {
     /// A single condition on one or two parameters.
     Leaf(Leaf<P>),
     /// True when every child is true.
-    All(Vec<Trigger<P>>),
+    All(Box<[Trigger<P>]>),
     /// True when at least one child is true.
-    Any(Vec<Trigger<P>>),
+    Any(Box<[Trigger<P>]>),
 }
 
 /// A condition on one parameter `p` (and a reference parameter `r`).

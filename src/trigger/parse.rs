@@ -287,9 +287,9 @@ impl<'a> Parser<'a> {
             }
         }
         Ok(if all {
-            Trigger::All(children)
+            Trigger::All(children.into())
         } else {
-            Trigger::Any(children)
+            Trigger::Any(children.into())
         })
     }
 
@@ -461,17 +461,20 @@ mod tests {
     fn parses_the_design_example() {
         let t = parse("all(chunk_delta(dwh.orders/max_dt, day), delay(dwh.users/updated_at, 2h))")
             .unwrap();
-        let expected = Trigger::All(vec![
-            Trigger::Leaf(Leaf::ChunkDelta {
-                p: ParamName::new("dwh.orders", "max_dt"),
-                scale: Scale::Day,
-                n: 1,
-            }),
-            Trigger::Leaf(Leaf::Delay {
-                p: ParamName::new("dwh.users", "updated_at"),
-                d: Duration::from_secs(7200),
-            }),
-        ]);
+        let expected = Trigger::All(
+            vec![
+                Trigger::Leaf(Leaf::ChunkDelta {
+                    p: ParamName::new("dwh.orders", "max_dt"),
+                    scale: Scale::Day,
+                    n: 1,
+                }),
+                Trigger::Leaf(Leaf::Delay {
+                    p: ParamName::new("dwh.users", "updated_at"),
+                    d: Duration::from_secs(7200),
+                }),
+            ]
+            .into(),
+        );
         assert_eq!(t, expected);
     }
 

@@ -136,9 +136,9 @@ pub fn leaf() -> impl Strategy<Value = Trigger<ParamName>> {
 
 fn combine(all: bool, children: Vec<Trigger<ParamName>>) -> Trigger<ParamName> {
     if all {
-        Trigger::All(children)
+        Trigger::All(children.into())
     } else {
-        Trigger::Any(children)
+        Trigger::Any(children.into())
     }
 }
 
