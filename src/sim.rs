@@ -691,7 +691,8 @@ impl Simulator {
             0,
             self.book.log.iter().cloned(),
             self.ctl.iter().filter_map(|(name, value)| {
-                let (named, _) = self.router.ctl(name.entity(), name.param())?;
+                let name = name.parts();
+                let (named, _) = self.router.ctl(name.entity, name.param)?;
                 Some((named, *value))
             }),
         )

@@ -93,15 +93,16 @@ impl ParamName {
 
     /// The entity (`dwh.orders`).
     pub fn entity(&self) -> &str {
-        self.text.get(..self.split()).unwrap_or_default()
+        self.parts().entity
     }
 
     /// The parameter of the entity (`max_dt`).
     pub fn param(&self) -> &str {
-        self.text.get(self.split() + 1..).unwrap_or_default()
+        self.parts().param
     }
 
-    /// The name's two parts, borrowed.
+    /// The name's two parts, borrowed (one search for the `/`: callers
+    /// needing both take them here rather than from `entity` and `param`).
     pub fn parts(&self) -> ParamRef<'_> {
         let split = self.split();
         ParamRef {
@@ -148,7 +149,8 @@ impl fmt::Display for ParamName {
 /// come before `a/y`).
 impl Ord for ParamName {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.entity(), self.param()).cmp(&(other.entity(), other.param()))
+        let (a, b) = (self.parts(), other.parts());
+        (a.entity, a.param).cmp(&(b.entity, b.param))
     }
 }
 

@@ -122,7 +122,7 @@ impl ParamNames {
 
     /// The id of `name`, assigning the next one if it is new.
     pub fn intern(&mut self, name: &ParamName) -> ParamId {
-        let (entity, param) = (name.entity(), name.param());
+        let ParamRef { entity, param } = name.parts();
         if let Some(id) = self.id(entity, param) {
             return id;
         }

@@ -196,11 +196,9 @@ impl<P> Trigger<P> {
         P: PartialEq,
     {
         let mut out = Vec::new();
-        self.for_each_leaf(&mut |leaf| {
-            for q in std::iter::once(leaf.p()).chain(leaf.r()) {
-                if !out.contains(&q) {
-                    out.push(q);
-                }
+        self.for_each_param(&mut |q| {
+            if !out.contains(&q) {
+                out.push(q);
             }
         });
         out

@@ -21,7 +21,10 @@ impl Tasks {
             .extra()
             .produces
             .iter()
-            .filter_map(|n| self.table.id(n.entity(), n.param()))
+            .filter_map(|n| {
+                let n = n.parts();
+                self.table.id(n.entity, n.param)
+            })
             .collect())
     }
 

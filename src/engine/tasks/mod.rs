@@ -309,7 +309,8 @@ impl Tasks {
     /// Sets a CTL value without evaluating anything: restoring the global table.
     pub(super) fn load_ctl(&mut self, name: &ParamName, value: Timestamp) {
         // As in `apply_ctl`: only the parameters this shard's tasks name.
-        if let Some(id) = self.table.id(name.entity(), name.param()) {
+        let name = name.parts();
+        if let Some(id) = self.table.id(name.entity, name.param) {
             self.table.set(id, value);
         }
     }
