@@ -429,7 +429,7 @@ impl Tasks {
                 break;
             };
             if let Some(previous) = moved_back {
-                let task = self.task(i)?.def.id.to_string();
+                let task = String::from(&*self.task(i)?.def.id);
                 let name = self.table.name(id);
                 self.out
                     .push(Action::Event(crate::action::Event::CtlMovedBack {

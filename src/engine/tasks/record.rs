@@ -36,7 +36,7 @@ impl Tasks {
         };
         Ok(ChangelogRecord {
             store: Store::Task,
-            key: task.def.id.to_string(),
+            key: String::from(&*task.def.id),
             value: Some(Value::Task(Box::new(record))),
         })
     }

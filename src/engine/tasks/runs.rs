@@ -151,7 +151,7 @@ impl Tasks {
             .current()
             .ok_or_else(|| bug(format!("task {} runs without a run", def.id)))?;
         let command = RunCommand {
-            task: def.id.to_string(),
+            task: String::from(&*def.id),
             run_id: run.run_id.clone(),
             attempt: run.attempt,
             pass: run.pass,
@@ -469,7 +469,7 @@ impl Tasks {
             return Ok(());
         };
         let event = Event::SlaMissed {
-            task: task.def.id.to_string(),
+            task: String::from(&*task.def.id),
             last_success: stamp::get(task.rt.last_success),
             expect_every: every,
         };

@@ -97,7 +97,7 @@ impl Tasks {
         self.tasks
             .iter()
             .map(|task| TaskSummary {
-                id: task.def.id.to_string(),
+                id: String::from(&*task.def.id),
                 pool: self.pool_name(task.def.pool),
                 state: task.rt.slot.phase,
                 since: stamp::get(task.rt.since),
@@ -159,7 +159,7 @@ impl Tasks {
         };
         let name = |p: &crate::ctl::ParamId| self.table.name(*p).joined();
         Some(TaskView {
-            id: def.id.to_string(),
+            id: String::from(&*def.id),
             pool: self.pool_name(def.pool),
             priority: def.priority,
             state: rt.slot.phase,
