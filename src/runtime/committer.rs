@@ -67,6 +67,9 @@ pub(super) struct Committer {
     done: Receiver<Done>,
     /// A batch was handed over and its outcome not taken yet.
     busy: bool,
+    /// That outcome, when [`Committer::is_busy`] found it before
+    /// [`Committer::wait`] took it.
+    ready: Option<Result<Done, Error>>,
 }
 
 impl Committer {
@@ -115,6 +118,7 @@ impl Committer {
             batches: Some(batches),
             done,
             busy: false,
+            ready: None,
         })
     }
 
@@ -130,6 +134,20 @@ impl Committer {
         }
     }
 
+    /// Whether the batch handed over is still being made durable (without
+    /// waiting; its outcome is kept for [`Committer::wait`]).
+    pub fn is_busy(&mut self) -> bool {
+        if !self.busy || self.ready.is_some() {
+            return false;
+        }
+        match self.done.try_recv() {
+            Ok(done) => self.ready = Some(Ok(done)),
+            Err(mpsc::TryRecvError::Empty) => return true,
+            Err(mpsc::TryRecvError::Disconnected) => self.ready = Some(Err(gone())),
+        }
+        false
+    }
+
     /// The outcome of the batch handed over, once it is done; `None` when
     /// none is.
     pub fn wait(&mut self) -> Option<Result<Done, Error>> {
@@ -137,7 +155,11 @@ impl Committer {
             return None;
         }
         self.busy = false;
-        Some(self.done.recv().map_err(|_| gone()))
+        Some(
+            self.ready
+                .take()
+                .unwrap_or_else(|| self.done.recv().map_err(|_| gone())),
+        )
     }
 }
 

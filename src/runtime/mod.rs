@@ -316,9 +316,16 @@ impl Runtime {
             // grew large.
             // Never twice within half an interval: under a backlog every
             // input is old, and committing at each would be all overhead.
+            //
+            // While the batch before is still being committed, this one
+            // keeps growing instead of waiting for it (up to its bound):
+            // under load the commits then take batches as large as the
+            // brokers' round trips call for, and this thread never idles
+            // behind the committer; with the committer free, nothing waits.
             let age = batch_started.elapsed();
             let due = age >= interval / 2 && self.batch_due.is_some_and(|due| self.now() >= due);
-            if due || age >= interval || self.batch_records >= MAX_BATCH_RECORDS {
+            let full = self.batch_records >= MAX_BATCH_RECORDS;
+            if (due || age >= interval || full) && (full || !self.committer.is_busy()) {
                 if let Err(e) = self.commit() {
                     break Err(e);
                 }
