@@ -5,6 +5,11 @@
 
 use std::hash::{BuildHasher, Hasher};
 
+/// A map by name with a fast hash, for the few names (jobs, processes,
+/// stages) looked up per step and result: std's SipHash was a visible part
+/// of those paths. Its own copy of each name is fine at that count.
+pub type ByName<V> = std::collections::HashMap<String, V, foldhash::fast::FixedState>;
+
 /// Positions in a list, found by the name of the item there.
 #[derive(Debug, Clone, Default)]
 pub struct NameIndex {

@@ -89,7 +89,7 @@ struct Tables {
     /// Per pool, its partition.
     pools: Vec<i32>,
     /// Process names (jobs' implicit processes included).
-    processes: HashSet<String>,
+    processes: HashSet<String, foldhash::fast::FixedState>,
     /// Every CTL parameter a task names (trigger or `produces`).
     params: ParamNames,
     /// Per parameter id of `params`, the partitions of the tasks naming it.

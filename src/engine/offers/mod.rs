@@ -20,7 +20,7 @@ mod restore;
 mod runs;
 mod view;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 
@@ -30,6 +30,7 @@ use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
 use crate::engine::{bug, Error};
 use crate::keyed_map::KeyedMap;
+use crate::name_index::ByName;
 use crate::offer::SharedBody;
 use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
@@ -198,7 +199,7 @@ pub struct OfferCounters {
 #[derive(Debug, Clone)]
 pub(super) struct Offers {
     stages: Vec<StageRt>,
-    by_name: HashMap<String, u16>,
+    by_name: ByName<u16>,
     ping_pong: PingPong,
     map: KeyedMap<OfferRt>,
     timers: Timers<OfferTimer>,

@@ -23,7 +23,8 @@ mod view;
 #[cfg(test)]
 mod prop;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
@@ -32,6 +33,7 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, RunPolicy};
 use crate::duration::Duration;
 use crate::engine::{bug, Error};
+use crate::name_index::ByName;
 use crate::process::{
     instance_id, Conflict, JobQueue, KeyRecord, Placement, Position, Reuse, ScheduleRecord,
 };
@@ -46,7 +48,8 @@ pub use view::{JobStats, KeyView};
 struct JobDef {
     name: String,
     topic: String,
-    run: RunPolicy,
+    /// Shared: a step's dispatch, failure and timeout each take it.
+    run: Arc<RunPolicy>,
     requeue: Position,
     deadline: Option<Duration>,
     force_finish: bool,
@@ -128,9 +131,9 @@ impl StepAlarms<'_> {
 #[derive(Debug, Clone)]
 pub(super) struct Processes {
     jobs: Vec<JobRt>,
-    job_by_name: HashMap<String, u16>,
+    job_by_name: ByName<u16>,
     procs: Vec<ProcDef>,
-    proc_by_name: HashMap<String, u16>,
+    proc_by_name: ByName<u16>,
     /// `(process, key)` → the key's record.
     keys: keys::KeyMap,
     timers: Timers<ProcTimer>,
@@ -166,7 +169,7 @@ impl Processes {
                 def: JobDef {
                     name: j.name.clone(),
                     topic: j.topic.clone(),
-                    run: j.run.clone(),
+                    run: Arc::new(j.run.clone()),
                     requeue: j.requeue,
                     deadline: j.deadline,
                     force_finish: j.force_finish,
@@ -177,7 +180,7 @@ impl Processes {
                 share: j.max_running,
             })
             .collect();
-        let job_by_name: HashMap<String, u16> = jobs
+        let job_by_name: ByName<u16> = jobs
             .iter()
             .enumerate()
             .map(|(i, j)| (j.def.name.clone(), index(i)))

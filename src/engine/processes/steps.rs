@@ -3,6 +3,8 @@
 //! process timeouts and idle re-dispatch — the step's hooks around the
 //! shared run slot — and how an instance ends.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
 use super::{index, nth, ProcTimer, Processes, StepAlarms};
@@ -123,7 +125,10 @@ impl Processes {
     /// `source` is `auto`.
     fn send(&mut self, p: u16, key: &str, fresh: bool, now: Timestamp) -> Result<(), Error> {
         let j = self.current_job(p, key)?;
-        let job = self.job(j)?.def.clone();
+        let (job_name, topic, timeout) = {
+            let job = &self.job(j)?.def;
+            (job.name.clone(), job.topic.clone(), job.run.timeout)
+        };
         let name = self.def(p)?.name.clone();
         let idle = self.def(p)?.idle_timeout;
         let (inst, mut alarms) = self.slot_mut(p, key)?;
@@ -131,10 +136,9 @@ impl Processes {
         let target = step_target(&instance, inst.step);
         let run = if fresh {
             inst.runs += 1;
-            inst.slot.start(&target, job.run.timeout, now, &mut alarms)
+            inst.slot.start(&target, timeout, now, &mut alarms)
         } else {
-            inst.slot
-                .reissue(&target, job.run.timeout, now, &mut alarms)
+            inst.slot.reissue(&target, timeout, now, &mut alarms)
         }
         .clone();
         let old_progress = std::mem::replace(&mut inst.progress_at, now);
@@ -147,7 +151,7 @@ impl Processes {
             key: key.to_string(),
             instance,
             step: inst.step,
-            job: job.name,
+            job: job_name,
             run_id: run.run_id,
             attempt: run.attempt,
             pass: run.pass,
@@ -159,7 +163,7 @@ impl Processes {
             } else {
                 Some(crate::ops::AUTO.to_string())
             },
-            topic: job.topic,
+            topic,
         };
         if let Some(idle) = idle {
             self.timers.replace(
@@ -355,11 +359,13 @@ impl Processes {
             return self.deadline_exceeded(p, key, now);
         }
         let j = self.current_job(p, key)?;
-        let retry = self.job(j)?.def.run.retry.clone();
+        let policy = Arc::clone(&self.job(j)?.def.run);
         let name = self.def(p)?.name.clone();
         let (inst, mut alarms) = self.slot_mut(p, key)?;
         let target = step_target(&instance_id(&name, key, inst.n), inst.step);
-        let failure = inst.slot.failed(error.clone(), &retry, now, &mut alarms);
+        let failure = inst
+            .slot
+            .failed(error.clone(), &policy.retry, now, &mut alarms);
         let (run_id, failures) = (inst.slot.last_run_id(&target), inst.slot.failures);
         let subject = self.subject(p, key, true);
         self.emit(failure.event(subject, run_id, failures, error.clone()));
@@ -393,7 +399,7 @@ impl Processes {
             return Ok(());
         }
         let j = self.current_job(p, key)?;
-        let policy = self.job(j)?.def.run.clone();
+        let policy = Arc::clone(&self.job(j)?.def.run);
         let inst = self.active_mut(p, key)?;
         let Some(run) = inst.slot.current().cloned() else {
             return Ok(());
