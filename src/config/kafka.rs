@@ -21,7 +21,9 @@ pub struct KafkaSettings {
     /// Commit outputs, state and input offsets in one Kafka transaction (false: at-least-once
     /// with an idempotent producer, for brokers without transactions).
     pub exactly_once: bool,
-    /// How long a batch collects inputs before it is committed.
+    /// How long an input waits for its outputs to be committed: a batch is
+    /// committed so that its oldest input's outputs are visible about this
+    /// long after it was produced (less the time a commit takes lately).
     pub commit_interval: Duration,
     /// How long the group waits for an instance that stopped heartbeating
     /// before its shards move (librdkafka `session.timeout.ms`). An instance

@@ -175,6 +175,11 @@ impl Runtime {
                     .map_err(|e| Error::client("committing input offsets", e))?;
             }
         }
+        // A fifth of each new time: steady under a commit's jitter, and
+        // following a broker that slows down within a few commits.
+        let half = self.options.config.kafka.commit_interval.to_std() / 2;
+        let took = Duration::from_secs_f64(done.seconds.max(0.0)).min(half);
+        self.commit_lead = (self.commit_lead * 4 + took) / 5;
         let flight = std::mem::take(&mut self.in_flight);
         for note in &flight.notes {
             note.emit();

@@ -142,6 +142,12 @@ pub struct Runtime {
     batch_due: Option<Timestamp>,
     /// Inputs taken into the batch.
     batch_records: usize,
+    /// How long a commit takes lately (a moving average of the committer's
+    /// times, at most half an interval): a batch is due that much before an
+    /// interval has passed since its oldest input, so that its outputs are
+    /// committed about an interval after that input, not an interval plus
+    /// the commit.
+    commit_lead: Duration,
     /// Last metrics export.
     metrics_at: Instant,
     /// CTL dead letters waiting until this instance owns their shard.
@@ -266,6 +272,7 @@ impl Runtime {
             offsets: positions::Positions::default(),
             consumed: false,
             batch_due: None,
+            commit_lead: Duration::ZERO,
             batch_records: 0,
             metrics_at: Instant::now(),
             waiting: ctl::Waiting::default(),
@@ -383,12 +390,14 @@ impl Runtime {
     }
 
     /// Notes an input taken into the batch, produced at `produced_at`: the
-    /// batch is due an interval after its oldest input was produced (never
-    /// later than an interval from now, whatever the producer's clock says).
+    /// batch is due an interval after its oldest input was produced, less
+    /// what committing it takes (never later than that from now, whatever
+    /// the producer's clock says).
     fn note_input(&mut self, produced_at: Option<Timestamp>, now: Timestamp) {
         self.batch_records += 1;
         let interval = self.options.config.kafka.commit_interval.to_std();
-        let Ok(interval) = jiff::SignedDuration::try_from(interval) else {
+        let wait = interval.saturating_sub(self.commit_lead);
+        let Ok(interval) = jiff::SignedDuration::try_from(wait) else {
             return;
         };
         let due = crate::run::add(produced_at.unwrap_or(now).min(now), interval);
