@@ -14,6 +14,38 @@ pub type Body = Map<String, Value>;
 /// change makes a new one, so nothing copies a body to send or store it.
 pub type SharedBody = std::sync::Arc<Body>;
 
+/// `body` shared ([`SharedBody`]) with its maps sized to what they hold: a
+/// map built or patched entry by entry keeps up to twice the room it needs
+/// (its entries and its hash index grow by doubling), and a shard keeps a
+/// body and a stage state per offer for as long as the offer lives.
+pub fn share(body: Body) -> SharedBody {
+    SharedBody::new(compact_map(body))
+}
+
+/// `value` with every object and array in it sized to what it holds (see
+/// [`share`]).
+pub fn compact(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(compact_map(map)),
+        Value::Array(items) => {
+            let mut items: Vec<Value> = items.into_iter().map(compact).collect();
+            items.shrink_to_fit();
+            Value::Array(items)
+        }
+        other => other,
+    }
+}
+
+fn compact_map(map: Body) -> Body {
+    // serde_json's map can neither say nor shrink its capacity: moved into
+    // one made for its length (the values move; only the map is new).
+    let mut sized = Body::with_capacity(map.len());
+    for (key, value) in map {
+        sized.insert(key, compact(value));
+    }
+    sized
+}
+
 /// A change of one offer from outside (the system of record, any producer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OfferChange {
@@ -182,5 +214,23 @@ mod tests {
             v,
             json!({"p": 100, "q": 1.5, "r": [2, {"s": -3}], "t": 1e300})
         );
+    }
+
+    #[test]
+    fn compacting_keeps_every_member_in_its_order() {
+        // Grown entry by entry, as decoding and patches build them.
+        let mut body = Body::new();
+        for k in ["z", "a", "m", "b", "y", "c", "x", "d", "w"] {
+            body.insert(
+                k.into(),
+                json!({"list": [1, {"k": k}, [null, true]], "n": 1.5}),
+            );
+        }
+        let before = serde_json::to_string(&body).unwrap();
+        let shared = share(body);
+        assert_eq!(serde_json::to_string(&*shared).unwrap(), before);
+        let value = json!([{"b": 1, "a": [{"d": 2, "c": 3}]}, "s", 7]);
+        let text = value.to_string();
+        assert_eq!(compact(value).to_string(), text);
     }
 }

@@ -71,10 +71,13 @@ pub(super) fn value_from_json(json: &Json) -> pbjson_types::Value {
 fn object(field: &'static str, s: pbjson_types::Struct) -> Result<Body, DecodeError> {
     let mut members: Vec<_> = s.fields.into_iter().collect();
     members.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    members
-        .into_iter()
-        .map(|(k, v)| Ok((k, value(field, v)?)))
-        .collect()
+    // Sized once: collected through `Result`, the map would grow by
+    // doubling and keep the room (an offer keeps its body and states).
+    let mut body = Body::with_capacity(members.len());
+    for (k, v) in members {
+        body.insert(k, value(field, v)?);
+    }
+    Ok(body)
 }
 
 /// The largest integer a double holds exactly (2^53).

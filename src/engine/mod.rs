@@ -139,10 +139,16 @@ impl Engine {
         for record in records {
             match record.store {
                 Store::Offer => {
-                    let value = match &record.value {
-                        Some(Value::Offer(o)) => Some(o.as_ref()),
+                    // Taken whole: the offer keeps its body and states.
+                    let value = match record.value {
+                        Some(Value::Offer(o)) => Some(*o),
                         None => None,
-                        Some(_) => return Err(bad_value(&record)),
+                        Some(other) => {
+                            return Err(bad_value(&ChangelogRecord {
+                                value: Some(other),
+                                ..record
+                            }))
+                        }
                     };
                     engine.offers.restore_offer(record.key, value);
                 }

@@ -13,7 +13,7 @@ pub mod record;
 
 use serde::{Deserialize, Serialize};
 
-pub use record::{Guard, OfferRecord, RescanRecord, SlotRecord, Slots, State};
+pub use record::{state, Guard, OfferRecord, RescanRecord, SlotRecord, Slots, State};
 
 /// Where a stage is with one offer: the shared run phase (stages never
 /// use `paused`). The names are metric labels and log fields.

@@ -38,6 +38,12 @@ pub type Slots = crate::name_map::NameMap<SlotRecord>;
 /// nothing copies a state to send or store it; a result replaces it.
 pub type State = std::sync::Arc<serde_json::Value>;
 
+/// A stage state as a slot keeps it: shared, sized to what it holds (see
+/// [`crate::offer::share`]).
+pub fn state(value: serde_json::Value) -> State {
+    State::new(crate::offer::compact(value))
+}
+
 /// A stage's slot on one offer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotRecord {

@@ -54,7 +54,7 @@ impl Offers {
                 super::OfferTimer::Bury(id.clone()),
             );
         }
-        rt.body = SharedBody::new(body);
+        rt.body = crate::offer::share(body);
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
         self.react(&id, &changed, is_new, None, now)
     }

@@ -71,7 +71,7 @@ impl Offers {
         if applied {
             let state = Some(state)
                 .filter(|v| !v.is_null())
-                .map(crate::stage::State::new);
+                .map(crate::stage::state);
             let slot = rt.slot_mut(s);
             if slot.state != state {
                 slot.state = state;

@@ -1,34 +1,42 @@
 //! Rebuilding the offer half of a shard from its changelog records: the
 //! records are the state; queues, running counts and timers are derived.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
 use super::{OfferRt, OfferTimer, Offers, Rescan, SlotAlarms};
 use crate::changelog::{ChangelogRecord, Store};
+use crate::offer;
 use crate::stage::expr::Expr;
-use crate::stage::{OfferRecord, Phase, RescanRecord};
+use crate::stage::{self, OfferRecord, Phase, RescanRecord};
 
 impl Offers {
     /// Loads one offer record (`None`: a tombstone). Slots of stages no
-    /// longer configured are dropped.
-    pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<&OfferRecord>) {
+    /// longer configured are dropped. Its body and states are kept sized to
+    /// what they hold (decoding grew them entry by entry).
+    pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<OfferRecord>) {
         let Some(record) = record else {
             self.map.remove(&id);
             return;
         };
         let slots = record
             .stages
-            .iter()
-            .filter_map(|(name, slot)| Some((*self.by_name.get(name)?, slot.clone())))
+            .into_iter()
+            .filter_map(|(name, mut slot)| {
+                let s = *self.by_name.get(&name)?;
+                slot.state = slot.state.map(|v| stage::state(Arc::unwrap_or_clone(v)));
+                Some((s, slot))
+            })
             .collect();
         self.map.insert(
             &id,
             OfferRt {
                 version: record.version,
-                body: record.body.clone(),
+                body: offer::share(Arc::unwrap_or_clone(record.body)),
                 updated_at: record.updated_at,
                 slots,
-                guard: record.guard.clone(),
+                guard: record.guard,
                 deleted: record.deleted,
             },
         );

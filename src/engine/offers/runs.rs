@@ -216,13 +216,13 @@ impl Offers {
         }
         let body = match &result.stage.update {
             None => rt.body.clone(),
-            Some(Update::Patch(patch)) => offer::SharedBody::new(offer::patched(&rt.body, patch)),
-            Some(Update::Body(body)) => offer::SharedBody::new(body.clone()),
+            Some(Update::Patch(patch)) => offer::share(offer::patched(&rt.body, patch)),
+            Some(Update::Body(body)) => offer::share(body.clone()),
         };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
-            Some(state) => Some(crate::stage::State::new(state)),
+            Some(state) => Some(crate::stage::state(state)),
         };
         let changed = offer::changed_fields(Some(&rt.body), &body);
         let state_changed = state != slot.state;
