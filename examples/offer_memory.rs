@@ -8,25 +8,20 @@
 //! an instance holds. For where it goes, run it under
 //! `valgrind --tool=massif` with the global allocator lines removed.
 
+mod common;
+
 use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
 use reactor::engine::{Input, RunResult, StageReply, Update};
 use reactor::offer::{Body, Change, OfferChange};
 use reactor::router::Router;
 use reactor::run::Status;
-use reactor::shell::driver::Driver;
 use serde_json::json;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const STAGES: usize = 5;
-
-fn resident() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
 
 /// The bench's stages: each watches `n`, runs once (`state == null`).
 fn config_toml() -> String {
@@ -89,18 +84,10 @@ fn main() {
         .config;
     let router = Router::new(&config, partitions);
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-    let mut shards: Vec<Driver> = (0..partitions)
-        .map(|p| {
-            let mut d =
-                Driver::restore(&config, &router, p, std::iter::empty(), std::iter::empty())
-                    .unwrap();
-            d.start(t0, &mut Vec::new()).unwrap();
-            d
-        })
-        .collect();
+    let mut shards = common::fresh_shards(&config, &router, t0);
     let raw = (0..offers).map(raw_bytes).sum::<usize>() as f64 / offers as f64;
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let r0 = resident();
+    let r0 = common::resident();
     let mut runs = 0usize;
     for i in 0..offers {
         let now = t0 + SignedDuration::from_millis(i as i64);
@@ -131,8 +118,7 @@ fn main() {
         }
     }
     assert_eq!(runs, offers * STAGES, "every stage ran once on every offer");
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let per = resident().saturating_sub(r0) as f64 / offers as f64;
+    let per = common::resident_growth(r0, offers);
     println!(
         "{offers} offers through {STAGES} stages, {raw:.0} B of JSON each (body and stage states): {per:.0} B resident per offer in the shards ({:.1}x)",
         per / raw

@@ -9,16 +9,9 @@
 mod common;
 
 use reactor::router::Router;
-use reactor::shell::driver::Driver;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn resident() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
 
 fn main() {
     let mut args = std::env::args()
@@ -26,28 +19,16 @@ fn main() {
         .map(|a| a.parse::<usize>().unwrap());
     let tasks = args.next().unwrap_or(1_000_000);
     let partitions = args.next().unwrap_or(4) as i32;
-    let r0 = resident();
+    let r0 = common::resident();
     let text = common::bench_tasks_toml(tasks);
     let raw = text.len() as f64 / tasks as f64;
     let config = reactor::config::parse(&text, "probe.toml").unwrap().config;
     drop(text);
     let router = Router::new(&config, partitions);
     let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-    let shards: Vec<Driver> = (0..partitions)
-        .map(|p| {
-            let mut d =
-                Driver::restore(&config, &router, p, std::iter::empty(), std::iter::empty())
-                    .unwrap();
-            let mut sink: Vec<(jiff::Timestamp, reactor::action::Action)> = Vec::new();
-            d.start(now, &mut sink).unwrap();
-            d
-        })
-        .collect();
-    // The text and the parser's temporaries are freed by now; the allocator
-    // gives their pages back to the system after a delay (without this wait
-    // the figure depended on whether it had yet).
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let all = resident().saturating_sub(r0) as f64 / tasks as f64;
+    let shards = common::fresh_shards(&config, &router, now);
+    // The text and the parser's temporaries are freed by now.
+    let all = common::resident_growth(r0, tasks);
     println!(
         "{tasks} tasks, {raw:.0} B of TOML each: {all:.0} B resident per task for the configuration, the router and the restored shards ({:.1}x)",
         all / raw

@@ -1,9 +1,12 @@
-//! What the examples share: the configuration `reactor bench` measures.
+//! What the examples share: the configuration `reactor bench` measures,
+//! fresh shards, and reading the resident memory (each example uses a part
+//! of it).
 
 use std::fmt::Write;
 
 /// `tasks` tasks as `reactor bench` configures them: task `t{i}` fires on
 /// `bench.t{i}/max_dt`, the tasks spread over 16 pools.
+#[allow(dead_code)]
 pub fn bench_tasks_toml(tasks: usize) -> String {
     let mut text = String::new();
     for p in 0..16 {
@@ -17,4 +20,46 @@ pub fn bench_tasks_toml(tasks: usize) -> String {
         );
     }
     text
+}
+
+/// Resident memory of this process, in bytes.
+#[allow(dead_code)]
+pub fn resident() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Every shard of `router` as a new owner starts it, with an empty
+/// changelog, at `now`.
+#[allow(dead_code)]
+pub fn fresh_shards(
+    config: &reactor::config::Config,
+    router: &reactor::router::Router,
+    now: jiff::Timestamp,
+) -> Vec<reactor::shell::driver::Driver> {
+    (0..router.partitions())
+        .map(|p| {
+            let mut d = reactor::shell::driver::Driver::restore(
+                config,
+                router,
+                p,
+                std::iter::empty(),
+                std::iter::empty(),
+            )
+            .unwrap();
+            d.start(now, &mut Vec::new()).unwrap();
+            d
+        })
+        .collect()
+}
+
+/// Resident growth since `start` (a [`resident`] reading) per item, read
+/// after a 2 s wait: the allocator gives freed pages back to the system
+/// after a delay, and without the wait the figure depended on whether it
+/// had yet.
+#[allow(dead_code)]
+pub fn resident_growth(start: u64, items: usize) -> f64 {
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    resident().saturating_sub(start) as f64 / items as f64
 }
