@@ -49,7 +49,9 @@ impl<V> FromIterator<(String, V)> for NameMap<V> {
 /// In name order; of two values of one name, the last.
 impl<V> From<Vec<(String, V)>> for NameMap<V> {
     fn from(mut entries: Vec<(String, V)>) -> NameMap<V> {
-        if entries.len() > 1 {
+        // Most lists come in name order already (built from one): checked,
+        // not sorted again.
+        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
             // Reversed first so that the stable sort keeps the last of a
             // name first, which `dedup_by` keeps.
             entries.reverse();

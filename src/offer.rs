@@ -97,11 +97,49 @@ fn merge_object(target: &mut Map<String, Value>, patch: &Map<String, Value>) {
     }
 }
 
-/// The body after applying `patch` (an object) to `body`.
+/// The body after applying `patch` (an object) to `body`, its maps sized
+/// to what they hold (as [`share`] makes them). A patch that removes no
+/// member of `body` (the usual stage update) is applied in one pass into a
+/// map made for the result, where cloning the body, patching the clone and
+/// compacting that copied the body twice.
 pub fn patched(body: &Body, patch: &Body) -> Body {
-    let mut body = body.clone();
-    merge_object(&mut body, patch);
-    body
+    let mut len = body.len();
+    for (key, value) in patch {
+        match (body.contains_key(key), value.is_null()) {
+            (true, true) => {
+                // A removal moves the last member into its place
+                // (`swap_remove`): the order that gives is kept as it was.
+                let mut body = body.clone();
+                merge_object(&mut body, patch);
+                return compact_map(body);
+            }
+            (false, false) => len += 1,
+            _ => {}
+        }
+    }
+    let mut out = Body::with_capacity(len);
+    out.extend(body.iter().map(|(k, v)| (k.clone(), v.clone())));
+    merge_object(&mut out, patch);
+    // What the patch set is a copy of the patch's (sized as decoded) or a
+    // merge into one of the body's objects (grown by it): compacted alone.
+    for key in patch.keys() {
+        if let Some(member) = out.get_mut(key) {
+            *member = compact(std::mem::take(member));
+        }
+    }
+    out
+}
+
+/// [`changed_fields`] of `new`, which is `old` with `patch` applied: only
+/// the members the patch names can differ, so only those are compared.
+pub fn patch_changed(old: &Body, new: &Body, patch: &Body) -> Vec<String> {
+    let mut fields: Vec<String> = patch
+        .keys()
+        .filter(|k| old.get(*k) != new.get(*k))
+        .cloned()
+        .collect();
+    fields.sort();
+    fields
 }
 
 /// Top-level fields whose value differs between `old` and `new` (added,
@@ -204,6 +242,53 @@ mod tests {
         assert_eq!(changed_fields(Some(&old), &new), ["b", "c", "d"]);
         assert_eq!(changed_fields(None, &new), ["a", "c", "d"]);
         assert!(changed_fields(Some(&old), &old).is_empty());
+    }
+
+    /// Small JSON values over few keys, so that patches hit the body's
+    /// members, remove them (`null`) and merge into its objects.
+    fn value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0i64..4).prop_map(Value::from),
+            "[ab]{0,2}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-d]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn object() -> impl proptest::strategy::Strategy<Value = Body> {
+        use proptest::strategy::Strategy;
+        proptest::collection::vec(("[a-e]", value()), 0..6)
+            .prop_map(|members| members.into_iter().collect())
+    }
+
+    proptest::proptest! {
+        /// The one-pass patch gives what cloning, merging and compacting
+        /// gave, member order included, and the fields it reports changed
+        /// are those a full comparison finds.
+        #[test]
+        fn patched_is_clone_merge_compact(body in object(), patch in object()) {
+            let mut reference = body.clone();
+            merge_object(&mut reference, &patch);
+            let got = patched(&body, &patch);
+            let order = |b: &Body| b.keys().cloned().collect::<Vec<_>>();
+            proptest::prop_assert_eq!(order(&got), order(&reference));
+            proptest::prop_assert_eq!(
+                serde_json::to_string(&got).unwrap(),
+                serde_json::to_string(&reference).unwrap()
+            );
+            proptest::prop_assert_eq!(
+                patch_changed(&body, &got, &patch),
+                changed_fields(Some(&body), &got)
+            );
+        }
     }
 
     #[test]

@@ -112,8 +112,7 @@ pub fn check_object(
     members: &serde_json::Map<String, Value>,
     max_bytes: usize,
 ) -> Result<(), DecodeError> {
-    // One level for the object itself.
-    let depth = 1 + members.values().map(depth).max().unwrap_or(0);
+    let depth = object_depth(members);
     if depth > MAX_JSON_DEPTH {
         return Err(DecodeError::TooDeep {
             field,
@@ -121,12 +120,7 @@ pub fn check_object(
             limit: MAX_JSON_DEPTH,
         });
     }
-    let size = 2
-        + members
-            .iter()
-            .map(|(k, v)| string_size(k) + 1 + json_size(v))
-            .sum::<usize>()
-        + members.len().saturating_sub(1);
+    let size = object_size(members);
     if size > max_bytes {
         return Err(DecodeError::FieldTooLarge {
             field,
@@ -135,6 +129,18 @@ pub fn check_object(
         });
     }
     Ok(())
+}
+
+/// Nesting of the object `members` form (one level for the object itself).
+pub fn object_depth(members: &serde_json::Map<String, Value>) -> usize {
+    1 + deepest(members.values())
+}
+
+/// Bytes of the compact JSON of the object `members` form.
+pub fn object_size(members: &serde_json::Map<String, Value>) -> usize {
+    2 + members.keys().map(|k| string_size(k) + 1).sum::<usize>()
+        + sizes(members.values())
+        + members.len().saturating_sub(1)
 }
 
 /// Cuts `text` to at most `max` bytes on a char boundary, marking the cut
@@ -154,18 +160,25 @@ pub fn truncate_text(text: &mut String, max: usize) {
 /// Levels of arrays and objects in `value` (a scalar is 0), without
 /// recursion: a value may come from anywhere.
 fn depth(value: &Value) -> usize {
+    deepest(std::iter::once(value))
+}
+
+/// The most levels of arrays and objects in any of `values`.
+fn deepest<'v>(values: impl Iterator<Item = &'v Value>) -> usize {
+    fn push<'v>(stack: &mut Vec<(&'v Value, usize)>, v: &'v Value, d: usize) {
+        // Scalars are never pushed: most members of a body are scalars.
+        if v.is_array() || v.is_object() {
+            stack.push((v, d + 1));
+        }
+    }
     let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
+    let mut stack = Vec::new();
+    values.for_each(|v| push(&mut stack, v, 0));
     while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
         match v {
-            Value::Array(items) => {
-                deepest = deepest.max(d + 1);
-                stack.extend(items.iter().map(|c| (c, d + 1)));
-            }
-            Value::Object(map) => {
-                deepest = deepest.max(d + 1);
-                stack.extend(map.values().map(|c| (c, d + 1)));
-            }
+            Value::Array(items) => items.iter().for_each(|c| push(&mut stack, c, d)),
+            Value::Object(map) => map.values().for_each(|c| push(&mut stack, c, d)),
             _ => {}
         }
     }
@@ -174,44 +187,84 @@ fn depth(value: &Value) -> usize {
 
 /// Bytes of `value` as compact JSON, without recursion and without writing it.
 fn json_size(value: &Value) -> usize {
-    let mut size = 0;
-    let mut stack = vec![value];
+    sizes(std::iter::once(value))
+}
+
+/// Bytes of all `values` as compact JSON (nothing between them).
+fn sizes<'v>(values: impl Iterator<Item = &'v Value>) -> usize {
+    // Only arrays and objects wait on the stack: scalars are counted at once.
+    fn count<'v>(stack: &mut Vec<&'v Value>, v: &'v Value) -> usize {
+        match v {
+            Value::Array(_) | Value::Object(_) => {
+                stack.push(v);
+                0
+            }
+            scalar => scalar_size(scalar),
+        }
+    }
+    let mut stack = Vec::new();
+    let mut size: usize = values.map(|v| count(&mut stack, v)).sum();
     while let Some(v) = stack.pop() {
         size += match v {
-            Value::Null => 4,
-            Value::Bool(b) => {
-                if *b {
-                    4
-                } else {
-                    5
-                }
-            }
-            Value::Number(n) => n.to_string().len(),
-            Value::String(s) => string_size(s),
             Value::Array(items) => {
-                stack.extend(items);
                 2 + items.len().saturating_sub(1)
+                    + items.iter().map(|c| count(&mut stack, c)).sum::<usize>()
             }
             Value::Object(map) => {
-                stack.extend(map.values());
                 2 + map.keys().map(|k| string_size(k) + 1).sum::<usize>()
                     + map.len().saturating_sub(1)
+                    + map.values().map(|c| count(&mut stack, c)).sum::<usize>()
             }
+            scalar => scalar_size(scalar),
         };
     }
     size
 }
 
-/// Bytes of `s` as a JSON string literal.
+/// Bytes of a scalar as JSON.
+fn scalar_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => {
+            let digits = |u: u64| u.checked_ilog10().map_or(1, |l| l as usize + 1);
+            if let Some(u) = n.as_u64() {
+                digits(u)
+            } else if let Some(i) = n.as_i64() {
+                1 + digits(i.unsigned_abs())
+            } else {
+                // A float: written as serde_json writes it, counted instead of kept.
+                let mut counter = Counter(0);
+                let _ = std::fmt::Write::write_fmt(&mut counter, format_args!("{n}"));
+                counter.0
+            }
+        }
+        Value::String(s) => string_size(s),
+        Value::Array(_) | Value::Object(_) => 0,
+    }
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::fmt::Write for Counter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 += s.len();
+        Ok(())
+    }
+}
+
+/// Bytes of `s` as a JSON string literal: escapes take two bytes (`\n`),
+/// other control characters six (`\u0001`).
 fn string_size(s: &str) -> usize {
-    2 + s
-        .chars()
-        .map(|c| match c {
-            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-            c if (c as u32) < 0x20 => 6,
-            c => c.len_utf8(),
-        })
-        .sum::<usize>()
+    2 + s.len()
+        + s.bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..0x20 => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 #[cfg(test)]
@@ -227,6 +280,14 @@ mod tests {
             json!(false),
             json!(-12.5),
             json!(18446744073709551615u64),
+            json!(0),
+            json!(9),
+            json!(10),
+            json!(-1),
+            json!(-10),
+            json!(i64::MIN),
+            json!(1e300),
+            json!(0.1),
             json!("a\"b\\c\n\u{1}é"),
             json!([]),
             json!({}),

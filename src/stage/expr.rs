@@ -16,6 +16,7 @@ use cel::common::ast::{EntryExpr, Expr as Node, IdedExpr, SourceInfo};
 use cel::{Context, Env, Program, Value};
 use jiff::Timestamp;
 
+use super::vars::{Source, Var, Vars};
 use crate::offer::Body;
 
 /// The variables a stage expression may use.
@@ -168,7 +169,7 @@ impl Expr {
     /// Evaluates a predicate.
     pub fn eval_bool(
         &self,
-        scope: &Scope,
+        scope: &Scope<'_>,
         state: Option<&serde_json::Value>,
     ) -> Result<bool, Error> {
         match self.eval(scope, state)? {
@@ -184,7 +185,7 @@ impl Expr {
     /// `null` for none.
     pub fn eval_time(
         &self,
-        scope: &Scope,
+        scope: &Scope<'_>,
         state: Option<&serde_json::Value>,
     ) -> Result<Option<Timestamp>, Error> {
         match self.eval(scope, state)? {
@@ -203,13 +204,18 @@ impl Expr {
         }
     }
 
-    fn eval(&self, scope: &Scope, state: Option<&serde_json::Value>) -> Result<Value, Error> {
+    fn eval(&self, scope: &Scope<'_>, state: Option<&serde_json::Value>) -> Result<Value, Error> {
+        let own = [Var::new("state", Source::Json(state))];
+        self.run(&Vars {
+            shared: &scope.vars,
+            own: &own,
+        })
+    }
+
+    /// Runs the program over `vars`, which convert what it reads as it does.
+    fn run(&self, vars: &Vars<'_, '_, '_>) -> Result<Value, Error> {
         let mut ctx = Context::with_env(Arc::clone(env()));
-        ctx.add_variable_from_value("offer", scope.offer.clone());
-        ctx.add_variable_from_value("meta", scope.meta.clone());
-        ctx.add_variable_from_value("now", scope.now.clone());
-        let state = state.map_or(Value::Null, to_cel);
-        ctx.add_variable_from_value("state", state);
+        ctx.set_variable_resolver(vars);
         self.program
             .execute(&ctx)
             .map_err(|e| Error::Eval(e.to_string()))
@@ -288,14 +294,15 @@ impl Expr {
         vars: &[(&str, &serde_json::Value)],
         now: Timestamp,
     ) -> Result<Value, Error> {
-        let mut ctx = Context::with_env(Arc::clone(env()));
-        for (name, value) in vars {
-            ctx.add_variable_from_value(*name, to_cel(value));
-        }
-        ctx.add_variable_from_value("now", timestamp(now));
-        self.program
-            .execute(&ctx)
-            .map_err(|e| Error::Eval(e.to_string()))
+        let shared: Vec<Var<'_>> = vars
+            .iter()
+            .map(|&(name, value)| Var::new(name, Source::Json(Some(value))))
+            .collect();
+        let own = [Var::new("now", Source::Time(now))];
+        self.run(&Vars {
+            shared: &shared,
+            own: &own,
+        })
     }
 
     /// [`Expr::eval_with`] giving a bool.
@@ -523,64 +530,54 @@ fn on_compile_stack<T: Send>(
     })
 }
 
-/// One offer version converted for CEL once, then shared by every
-/// expression evaluated on it.
-pub struct Scope {
-    offer: Value,
-    meta: Value,
-    now: Value,
+/// One offer version as expressions see it: its variables are converted
+/// for CEL when an expression first reads them, then shared by every
+/// expression evaluated on it ([`super::vars`]).
+pub struct Scope<'a> {
+    vars: [Var<'a>; 3],
 }
 
-impl Scope {
+impl<'a> Scope<'a> {
     /// The scope of offer `id` at `version` with `body`, evaluated at `now`.
     pub fn new(
-        id: &str,
+        id: &'a str,
         version: u64,
         updated_at: Timestamp,
-        body: &Body,
+        body: &'a Body,
         now: Timestamp,
-    ) -> Scope {
-        let offer = object(body);
-        let mut meta = std::collections::HashMap::new();
-        meta.insert("id".to_string(), Value::from(id.to_string()));
-        meta.insert("version".to_string(), Value::UInt(version));
-        meta.insert("updated_at".to_string(), timestamp(updated_at));
+    ) -> Scope<'a> {
         Scope {
-            offer,
-            meta: Value::from(meta),
-            now: timestamp(now),
+            vars: [
+                Var::new("offer", Source::Object(body)),
+                Var::new(
+                    "meta",
+                    Source::Meta {
+                        id,
+                        version,
+                        updated_at,
+                    },
+                ),
+                Var::new("now", Source::Time(now)),
+            ],
         }
     }
 }
 
-/// JSON to CEL: integers become `int` (`uint` only beyond `i64`), other
-/// numbers `double`, so `offer.price % 2 == 0` works as users expect.
-fn to_cel(value: &serde_json::Value) -> Value {
-    use serde_json::Value as J;
-    match value {
-        J::Null => Value::Null,
-        J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Value::Int(i),
-            (None, Some(u)) => Value::UInt(u),
-            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        J::String(s) => Value::from(s.clone()),
-        J::Array(items) => Value::List(Arc::new(items.iter().map(to_cel).collect())),
-        J::Object(map) => object(map),
+#[cfg(test)]
+impl Scope<'_> {
+    /// Whether variable `name` was read (and converted) by an expression.
+    fn converted(&self, name: &str) -> bool {
+        self.vars
+            .iter()
+            .any(|v| v.name() == name && v.is_converted())
     }
 }
 
-fn object(map: &Body) -> Value {
-    let map: std::collections::HashMap<String, Value> =
-        map.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
-    Value::from(map)
-}
-
-fn timestamp(t: Timestamp) -> Value {
-    let utc = chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond() as u32)
-        .unwrap_or_default();
-    Value::Timestamp(utc.fixed_offset())
+/// `t` as chrono's UTC time, which CEL timestamps are made of.
+pub(super) fn chrono_time(t: Timestamp) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond() as u32)
+        .unwrap_or_default()
+        .fixed_offset()
 }
 
 fn type_name(v: &Value) -> String {
@@ -596,20 +593,24 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn scope(body: serde_json::Value) -> Scope {
-        let body = body.as_object().unwrap().clone();
+    fn body(value: serde_json::Value) -> Body {
+        value.as_object().unwrap().clone()
+    }
+
+    fn scope(body: &Body) -> Scope<'_> {
         Scope::new(
             "o1",
             3,
             ts("2024-01-02T00:00:00Z"),
-            &body,
+            body,
             ts("2024-06-01T00:00:00Z"),
         )
     }
 
     #[test]
     fn predicates_see_offer_meta_state_and_now() {
-        let s = scope(json!({"status": "active", "price": 100}));
+        let b = body(json!({"status": "active", "price": 100}));
+        let s = scope(&b);
         let e = Expr::compile(
             "offer.status == 'active' && meta.id == 'o1' && meta.version == 3u \
              && (state == null || state.model < 3) && now > meta.updated_at",
@@ -621,8 +622,25 @@ mod tests {
     }
 
     #[test]
+    fn variables_are_converted_once_read() {
+        let b = body(json!({"price": 1}));
+        let s = scope(&b);
+        let state_only = Expr::compile("state == null").unwrap();
+        assert_eq!(state_only.eval_bool(&s, None), Ok(true));
+        assert!(!s.converted("offer") && !s.converted("meta") && !s.converted("now"));
+        let price = Expr::compile("offer.price == 1 && now > meta.updated_at").unwrap();
+        assert_eq!(price.eval_bool(&s, None), Ok(true));
+        assert!(s.converted("offer") && s.converted("meta") && s.converted("now"));
+        // Read again from the converted form, by another expression too.
+        assert_eq!(price.eval_bool(&s, Some(&json!({"k": 1}))), Ok(true));
+        let other = Expr::compile("offer.price + 1").unwrap();
+        assert!(other.eval_time(&s, None).is_err());
+    }
+
+    #[test]
     fn timers_give_timestamps_or_null() {
-        let s = scope(json!({"published_at": "2024-01-01T00:00:00Z"}));
+        let b = body(json!({"published_at": "2024-01-01T00:00:00Z"}));
+        let s = scope(&b);
         let e = Expr::compile("timestamp(offer.published_at) + duration('4320h')").unwrap();
         assert_eq!(e.eval_time(&s, None), Ok(Some(ts("2024-06-29T00:00:00Z"))));
         let none = Expr::compile("null").unwrap();
@@ -638,7 +656,8 @@ mod tests {
 
     #[test]
     fn json_integers_are_cel_ints() {
-        let s = scope(json!({"k": 4, "f": 1.5, "list": [1, 2], "big": u64::MAX}));
+        let b = body(json!({"k": 4, "f": 1.5, "list": [1, 2], "big": u64::MAX}));
+        let s = scope(&b);
         for text in [
             "offer.k % 2 == 0",
             "offer.k == 4",
@@ -657,7 +676,8 @@ mod tests {
 
     #[test]
     fn evaluation_errors_are_reported_not_panics() {
-        let s = scope(json!({"status": "active"}));
+        let b = body(json!({"status": "active"}));
+        let s = scope(&b);
         let missing = Expr::compile("offer.price > 10").unwrap();
         assert!(matches!(missing.eval_bool(&s, None), Err(Error::Eval(_))));
         let not_bool = Expr::compile("offer.status").unwrap();
@@ -703,7 +723,8 @@ mod tests {
 
     #[test]
     fn macro_variables_are_bound_inside_their_macro_only() {
-        let s = scope(json!({"items": [1, 5], "tags": {"a": 1}}));
+        let b = body(json!({"items": [1, 5], "tags": {"a": 1}}));
+        let s = scope(&b);
         let e = Expr::compile("offer.items.exists(i, i > 4) && offer.items.all(i, i > 0)").unwrap();
         assert_eq!(e.eval_bool(&s, None), Ok(true));
         let e = Expr::compile("offer.items.map(i, i * 2).filter(j, j > 2).size() == 1").unwrap();
@@ -785,7 +806,8 @@ mod tests {
 
     #[test]
     fn the_largest_expressions_compile_and_evaluate() {
-        let s = scope(json!({"a": 1}));
+        let b = body(json!({"a": 1}));
+        let s = scope(&b);
         let longest = format!("1{} == 1", "+1".repeat(MAX_OPERATORS - 1));
         let deepest = format!(
             "{}1{} == 1",

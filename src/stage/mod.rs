@@ -10,6 +10,7 @@ pub mod expr;
 pub mod limit;
 pub mod queue;
 pub mod record;
+mod vars;
 
 use serde::{Deserialize, Serialize};
 

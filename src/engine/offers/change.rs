@@ -23,21 +23,27 @@ impl Offers {
         now: Timestamp,
     ) -> Result<(), Error> {
         let id = change.offer_id;
-        let body = match change.change {
+        let old = self.live(&id).map(|rt| &*rt.body);
+        let is_new = old.is_none();
+        let (body, changed) = match change.change {
             Change::Deleted => return self.delete(&id, now),
-            Change::Body(body) => body,
+            Change::Body(body) => {
+                let changed = offer::changed_fields(old, &body);
+                (offer::share(body), changed)
+            }
             Change::Patch(patch) => {
                 let empty = Body::new();
-                let current = self.live(&id).map_or(&empty, |rt| &rt.body);
-                offer::patched(current, &patch)
+                let body = offer::patched(old.unwrap_or(&empty), &patch);
+                let changed = match old {
+                    Some(old) => offer::patch_changed(old, &body, &patch),
+                    None => offer::changed_fields(None, &body),
+                };
+                (SharedBody::new(body), changed)
             }
         };
-        let old = self.live(&id).map(|rt| &*rt.body);
-        if old == Some(&body) {
+        if !is_new && changed.is_empty() {
             return Ok(());
         }
-        let is_new = old.is_none();
-        let changed = offer::changed_fields(old, &body);
         let rt = self.map.get_or_insert_with(&id, || OfferRt {
             version: 0,
             body: SharedBody::default(),
@@ -54,7 +60,7 @@ impl Offers {
                 super::OfferTimer::Bury(id.clone()),
             );
         }
-        rt.body = crate::offer::share(body);
+        rt.body = body;
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
         self.react(&id, &changed, is_new, None, now)
     }
@@ -204,23 +210,28 @@ impl Offers {
         let Some(rt) = self.live(id) else {
             return Ok(());
         };
-        // Converting the body for CEL is the costly part: only when a stage is asked.
-        let mut scope = None;
         let mut decisions = Vec::new();
-        for (s, st) in self.stage_ids().zip(&self.stages) {
-            let def = &st.def;
-            if Some(s) == except {
-                continue;
+        // The scope (which borrows the offer) is dropped before the
+        // decisions change the shard.
+        {
+            // Variables are converted for CEL only as expressions read them.
+            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            for (s, st) in self.stage_ids().zip(&self.stages) {
+                let def = &st.def;
+                if Some(s) == except {
+                    continue;
+                }
+                if !is_new
+                    && !def.watch.is_empty()
+                    && !def.watch.iter().any(|w| changed.contains(w))
+                {
+                    continue;
+                }
+                let state = rt.state(s);
+                let when = def.when.eval_bool(&scope, state);
+                let timer = def.timer.as_ref().map(|t| t.eval_time(&scope, state));
+                decisions.push((s, when, timer));
             }
-            if !is_new && !def.watch.is_empty() && !def.watch.iter().any(|w| changed.contains(w)) {
-                continue;
-            }
-            let scope = scope
-                .get_or_insert_with(|| Scope::new(id, rt.version, rt.updated_at, &rt.body, now));
-            let state = rt.state(s);
-            let when = def.when.eval_bool(scope, state);
-            let timer = def.timer.as_ref().map(|t| t.eval_time(scope, state));
-            decisions.push((s, when, timer));
         }
         for (s, when, timer) in decisions {
             self.counters.evaluated += 1;

@@ -9,7 +9,7 @@ use super::{OfferTimer, Offers};
 use crate::action::{Action, Event, StageRunCommand, Subject};
 use crate::engine::input::{RunResult, TimerChange, Update};
 use crate::engine::{bug, Error};
-use crate::offer;
+use crate::offer::{self, SharedBody};
 use crate::run::{self, add, Rejection, Status};
 use crate::stage::{Lane, Phase};
 
@@ -214,17 +214,23 @@ impl Offers {
         if computed_from != rt.version {
             return self.rerun_stale(s, id, computed_from, now);
         }
-        let body = match &result.stage.update {
-            None => rt.body.clone(),
-            Some(Update::Patch(patch)) => offer::share(offer::patched(&rt.body, patch)),
-            Some(Update::Body(body)) => offer::share(body.clone()),
+        let (body, changed) = match result.stage.update {
+            None => (rt.body.clone(), Vec::new()),
+            Some(Update::Patch(patch)) => {
+                let body = offer::patched(&rt.body, &patch);
+                let changed = offer::patch_changed(&rt.body, &body, &patch);
+                (SharedBody::new(body), changed)
+            }
+            Some(Update::Body(body)) => {
+                let changed = offer::changed_fields(Some(&rt.body), &body);
+                (offer::share(body), changed)
+            }
         };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
             Some(state) => Some(crate::stage::state(state)),
         };
-        let changed = offer::changed_fields(Some(&rt.body), &body);
         let state_changed = state != slot.state;
         self.end_run(s, id)?;
         let rt = self.offer_mut(id)?;

@@ -150,7 +150,7 @@ impl crate::engine::processes::schedule::OfferSource for Offers {
         after: Option<&str>,
         n: usize,
         now: Timestamp,
-        f: &mut dyn FnMut(&str, &crate::stage::expr::Scope),
+        f: &mut dyn FnMut(&str, &crate::stage::expr::Scope<'_>),
     ) -> (Option<String>, bool) {
         use std::ops::Bound;
         let from = match after {

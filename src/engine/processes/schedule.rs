@@ -27,7 +27,7 @@ pub(in crate::engine) trait OfferSource {
         after: Option<&str>,
         n: usize,
         now: Timestamp,
-        f: &mut dyn FnMut(&str, &Scope),
+        f: &mut dyn FnMut(&str, &Scope<'_>),
     ) -> (Option<String>, bool);
 }
 
