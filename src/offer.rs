@@ -271,8 +271,9 @@ mod tests {
 
     proptest::proptest! {
         /// The one-pass patch gives what cloning, merging and compacting
-        /// gave, member order included, and the fields it reports changed
-        /// are those a full comparison finds.
+        /// gave, member order included; the fields it reports changed are
+        /// those a full comparison finds; and the result is within the
+        /// size and depth bound of the two.
         #[test]
         fn patched_is_clone_merge_compact(body in object(), patch in object()) {
             let mut reference = body.clone();
@@ -288,6 +289,13 @@ mod tests {
                 patch_changed(&body, &got, &patch),
                 changed_fields(Some(&body), &got)
             );
+            // The bound the driver checks an update's body against.
+            use crate::codec::limits::{object_depth, object_size};
+            proptest::prop_assert!(object_size(&got) <= object_size(&body) + object_size(&patch));
+            proptest::prop_assert!(
+                object_depth(&got) <= object_depth(&body).max(object_depth(&patch))
+            );
+            proptest::prop_assert_eq!(object_size(&got), serde_json::to_string(&got).unwrap().len());
         }
     }
 
