@@ -10,12 +10,14 @@
 //! One file per section: `task.rs` (pools and tasks), `stage.rs` (stages
 //! and `[offers]`), `job.rs`, `process.rs` (with `launch.rs`: its `on` and
 //! `schedule`), `kafka.rs`; `run.rs` holds the run policy keys every run
-//! target shares, `names.rs` the rules for names and topics.
+//! target shares, `names.rs` the rules for names and topics, `pieces.rs`
+//! reads a file of many tasks in pieces (the parser's memory).
 
 mod job;
 mod kafka;
 mod launch;
 mod names;
+mod pieces;
 mod process;
 mod run;
 mod stage;
@@ -205,8 +207,17 @@ pub fn load(path: &Path) -> Result<Loaded, Error> {
 
 /// Parses and validates configuration text; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
-    let source = Source { text, origin };
-    let file: File = toml::from_str(text).map_err(|e| Error::Syntax {
+    parse_in_pieces(text, origin, pieces::PIECE_TASKS)
+}
+
+/// [`parse`], reading a file of many tasks in pieces of `per_piece` tasks.
+fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded, Error> {
+    let source = Source {
+        text,
+        origin,
+        base: 0,
+    };
+    let (file, pieces) = pieces::read(text, per_piece).map_err(|e| Error::Syntax {
         origin: origin.to_string(),
         message: match e.span() {
             Some(span) => format!(
@@ -227,6 +238,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
     let tasks = task::tasks(
         &source,
         &file.task,
+        &pieces,
         task::Context {
             pools: &pools,
             time_zone: &time_zone,
@@ -270,15 +282,18 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
 
 /// The text being validated and where it came from: turns the byte offset
 /// of a [`Spanned`] value into `file:line`.
+#[derive(Clone, Copy)]
 struct Source<'a> {
     text: &'a str,
     origin: &'a str,
+    /// Where the piece whose spans are read starts in `text` ([`pieces`]).
+    base: usize,
 }
 
 impl<'a> Source<'a> {
-    /// 1-based line of byte `offset`.
+    /// 1-based line of byte `offset` of the piece.
     fn line(&self, offset: usize) -> usize {
-        let before = self.text.get(..offset).unwrap_or(self.text);
+        let before = self.text.get(..self.base + offset).unwrap_or(self.text);
         before.matches('\n').count() + 1
     }
 
@@ -404,11 +419,66 @@ mod tests {
         );
     }
 
+    /// Reading in pieces gives the configuration, the warnings and the
+    /// errors reading the whole file gives, wherever the pieces are cut.
+    #[test]
+    fn pieces_read_as_the_whole_file() {
+        let task = |i: usize, trigger: &str| {
+            format!("[[task]]\nid = \"t{i}\"\npool = \"p\"\ntrigger = \"{trigger}\"\n\n")
+        };
+        let mut text = String::from("time_zone = \"UTC\"\n[[pool]]\nname = \"p\"\n\n");
+        for i in 0..7 {
+            text.push_str(&task(i, &format!("delta(a.t{i}/x, 1min)")));
+        }
+        // A task's own sub-table, and a multi-line string holding a header line.
+        text.push_str("[[task]]\nid = \"sub\"\ntrigger = \"delta(a.s/x, 1min)\"\n[task.params]\nk = \"v\"\n\n");
+        text.push_str("[[task]]\nid = \"multi\"\ntrigger = \"delta(a.m/x, 1min)\"\n[task.params]\nnote = \"\"\"\n[[task]]\n\"\"\"\n\n");
+        // A lint warning (a trigger that re-fires continuously).
+        text.push_str(&task(9, "delta(a.w/x, 0s)"));
+        let whole = |text: &str| parse_in_pieces(text, "c.toml", usize::MAX);
+        let show = |l: Loaded| {
+            let warnings: Vec<String> = l.warnings.iter().map(|w| w.to_string()).collect();
+            format!("{:?} {warnings:?}", l.config)
+        };
+        // Cut inside the multi-line string (1 and 3 tasks per piece), the
+        // pieces do not read and the whole file is read instead.
+        let in_pieces = |text: &str, n| !pieces::read(text, n).unwrap().1.is_empty();
+        assert_eq!(
+            (1..5).map(|n| in_pieces(&text, n)).collect::<Vec<_>>(),
+            [false, true, false, true]
+        );
+        let expected = show(whole(&text).unwrap());
+        for per_piece in 1..5 {
+            let got = show(parse_in_pieces(&text, "c.toml", per_piece).unwrap());
+            assert_eq!(got, expected, "{per_piece} tasks per piece");
+        }
+        // An error in a later piece names the line the whole file gives.
+        let broken_trigger = text.replace("delta(a.t5/x, 1min)", "delta(a.t5/x, 1min");
+        let unknown_pool =
+            text.replace("id = \"t6\"\npool = \"p\"", "id = \"t6\"\npool = \"nope\"");
+        for bad in [broken_trigger, unknown_pool] {
+            assert!(in_pieces(&bad, 2));
+            let expected = whole(&bad).unwrap_err().to_string();
+            assert!(expected.contains("c.toml:"), "{expected}");
+            for per_piece in 1..5 {
+                let got = parse_in_pieces(&bad, "c.toml", per_piece)
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(got, expected, "{per_piece} tasks per piece");
+            }
+        }
+        // Another section after the tasks: read whole, as it always was.
+        let kafka_last = text.clone() + "[kafka]\nbrokers = \"b:9092\"\n";
+        assert!(!in_pieces(&kafka_last, 2));
+        assert!(parse_in_pieces(&kafka_last, "c.toml", 2).is_ok());
+    }
+
     #[test]
     fn lines_count_from_one_and_stop_at_the_text() {
         let source = Source {
             text: "a\nb\n",
             origin: "t",
+            base: 0,
         };
         assert_eq!(source.line(0), 1);
         assert_eq!(source.line(2), 2);

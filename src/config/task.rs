@@ -8,6 +8,7 @@ use jiff::tz::TimeZone;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::pieces::{offset_of, Piece};
 use super::run::{self, RetryFile, RunKeys};
 use super::{names, Accept, Conflict, Error, RunPolicy, Source, Topics, Warning};
 use crate::cron::Cron;
@@ -201,13 +202,20 @@ pub(super) struct Context<'a> {
 pub(super) fn tasks(
     source: &Source<'_>,
     files: &[Spanned<TaskFile>],
+    pieces: &[Piece],
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<Arc<Task>>, Error> {
+    let file = source;
     let mut ids = HashSet::new();
     let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
     let mut tasks = Vec::with_capacity(files.len());
-    for spanned in files {
+    for (i, spanned) in files.iter().enumerate() {
+        // The spans count from the start of the piece the task was read from.
+        let source = &Source {
+            base: offset_of(pieces, i),
+            ..*file
+        };
         let at = spanned.span().start;
         let t = spanned.get_ref();
         if t.id.is_empty() {
