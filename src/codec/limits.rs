@@ -138,9 +138,13 @@ pub fn object_depth(members: &serde_json::Map<String, Value>) -> usize {
 
 /// Bytes of the compact JSON of the object `members` form.
 pub fn object_size(members: &serde_json::Map<String, Value>) -> usize {
-    2 + members.keys().map(|k| string_size(k) + 1).sum::<usize>()
-        + sizes(members.values())
-        + members.len().saturating_sub(1)
+    frame_size(members) + sizes(members.values())
+}
+
+/// Bytes of an object's JSON besides its values: braces, keys, colons and
+/// commas.
+fn frame_size(members: &serde_json::Map<String, Value>) -> usize {
+    2 + members.keys().map(|k| string_size(k) + 1).sum::<usize>() + members.len().saturating_sub(1)
 }
 
 /// Cuts `text` to at most `max` bytes on a char boundary, marking the cut
@@ -211,9 +215,7 @@ fn sizes<'v>(values: impl Iterator<Item = &'v Value>) -> usize {
                     + items.iter().map(|c| count(&mut stack, c)).sum::<usize>()
             }
             Value::Object(map) => {
-                2 + map.keys().map(|k| string_size(k) + 1).sum::<usize>()
-                    + map.len().saturating_sub(1)
-                    + map.values().map(|c| count(&mut stack, c)).sum::<usize>()
+                frame_size(map) + map.values().map(|c| count(&mut stack, c)).sum::<usize>()
             }
             scalar => scalar_size(scalar),
         };
