@@ -23,7 +23,7 @@ use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
 use reactor::changelog::{ChangelogRecord, Store, Value};
 use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task};
-use reactor::ctl::{ParamId, ParamName};
+use reactor::ctl::{ParamId, ParamName, ParamNames};
 use reactor::engine::{Engine, Input, RunResult};
 use reactor::run::{RunSlot, Status};
 use reactor::runtime::output;
@@ -53,7 +53,7 @@ fn entity(group: usize) -> String {
 
 /// The trigger of the `k`-th task on `entity`: 70% `delta`, 20%
 /// `chunk_delta(day)` (counted in Europe/Moscow), 10% `all(delta, delay)`.
-fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
+fn task(id: String, entity: &str, k: usize, moscow: &TimeZone, params: &mut ParamNames) -> Task {
     let p = format!("{entity}/{PARAM}");
     let (text, time_zone) = match k % 10 {
         0..=6 => (format!("delta({p}, 1h)"), TimeZone::UTC),
@@ -67,7 +67,9 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
         id: id.into(),
         pool: 0,
         priority: 0,
-        trigger: trigger::parse(&text).expect("valid trigger"),
+        trigger: trigger::parse(&text)
+            .expect("valid trigger")
+            .map(&mut |name: &ParamName| params.intern(name.parts())),
         time_zone,
         run: std::sync::Arc::new(RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,
@@ -84,14 +86,15 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone) -> Task {
 fn shard_config(groups: usize, hot: usize) -> Config {
     let moscow = TimeZone::get("Europe/Moscow").expect("bundled zone");
     let mut tasks = Vec::with_capacity(groups * PER_PARAM + hot);
+    let mut params = ParamNames::new();
     for g in 0..groups {
         let e = entity(g);
         for k in 0..PER_PARAM {
-            tasks.push(task(format!("t{g}_{k}"), &e, k, &moscow));
+            tasks.push(task(format!("t{g}_{k}"), &e, k, &moscow, &mut params));
         }
     }
     for k in 0..hot {
-        tasks.push(task(format!("hot_{k}"), HOT, k, &moscow));
+        tasks.push(task(format!("hot_{k}"), HOT, k, &moscow, &mut params));
     }
     Config {
         time_zone: TimeZone::UTC,
@@ -102,6 +105,7 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
         tasks: tasks.into_iter().map(std::sync::Arc::new).collect(),
+        params: std::sync::Arc::new(params),
         stages: Vec::new(),
         offers: config::OffersSettings::default(),
         jobs: Vec::new(),
@@ -120,7 +124,7 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             .trigger
             .params()
             .into_iter()
-            .map(|p| (p.to_string(), t0()))
+            .map(|&p| (config.params.name(p).joined(), t0()))
             .collect();
         ChangelogRecord {
             store: Store::Task,

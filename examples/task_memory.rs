@@ -3,8 +3,9 @@
 //! (idle tasks with `reactor bench`'s definitions), against the TOML:
 //! `target/release/examples/task_memory 1000000 4` (tasks, shards). For
 //! where it goes, run it under `valgrind --tool=massif` with the global
-//! allocator lines removed, and read the heap just before the drops at the
-//! end.
+//! allocator lines and the `purging_at_once` call removed (valgrind would
+//! follow only the first process), and read the heap just before the drops
+//! at the end.
 
 mod common;
 
@@ -14,6 +15,7 @@ use reactor::router::Router;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    common::purging_at_once();
     let mut args = std::env::args()
         .skip(1)
         .map(|a| a.parse::<usize>().unwrap());

@@ -31,7 +31,7 @@
 //! `engine` compute decisions; the rest drive it.
 //!
 //! - [`duration`]: human-written durations (`45s`, `30min`, `2h`, `2d`), one parser for DSL and config.
-//! - [`ctl`]: CTL parameters, the interned table of current values, time scales and chunk counting.
+//! - [`ctl`]: CTL parameters, their names interned once for the configuration, a shard's table of current values, time scales and chunk counting.
 //! - [`trigger`]: the trigger DSL: parsing with column errors, evaluation, `explain`, lint.
 //! - [`config`]: the TOML configuration and its validation (errors name file, line, task, field).
 //! - [`cron`]: five-field cron schedules and their next time in a zone (DST-correct).

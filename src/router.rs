@@ -90,8 +90,9 @@ struct Tables {
     pools: Vec<i32>,
     /// Process names (jobs' implicit processes included).
     processes: HashSet<String, foldhash::fast::FixedState>,
-    /// Every CTL parameter a task names (trigger or `produces`).
-    params: ParamNames,
+    /// Every CTL parameter a task names (trigger or `produces`): the
+    /// configuration's table, whose ids the router hands to the shards.
+    params: Arc<ParamNames>,
     /// Per parameter id of `params`, the partitions of the tasks naming it.
     ctl: Postings<i32>,
 }
@@ -110,17 +111,15 @@ impl Router {
             .map(|p| p.name.clone())
             .chain(config.jobs.iter().map(|j| j.name.clone()))
             .collect();
-        let mut params = ParamNames::new();
         let mut ctl = Vec::new();
         for t in config.tasks.iter() {
             let Some(&p) = pools.get(t.pool) else {
                 continue;
             };
-            for name in t.trigger.params().into_iter().chain(&t.extra().produces) {
-                ctl.push((params.intern(name), p));
+            for &id in t.trigger.params().into_iter().chain(&t.extra().produces) {
+                ctl.push((id, p));
             }
         }
-        params.shrink_to_fit();
         // A parameter's partitions once each, in order.
         ctl.sort_unstable_by_key(|&(id, p)| (id, p));
         ctl.dedup();
@@ -131,7 +130,7 @@ impl Router {
                 tasks: Arc::clone(&config.tasks),
                 pools,
                 processes,
-                params,
+                params: Arc::clone(&config.params),
                 ctl: Postings::build(&ctl),
             }),
         }

@@ -464,7 +464,7 @@ impl Simulator {
     /// A simulator over a fresh shard owning every task.
     pub fn new(config: Config) -> Simulator {
         let router = Router::new(&config, 1);
-        let driver = Driver::new(0, Engine::new(&config), &router);
+        let driver = Driver::new(0, Engine::new(&config));
         Simulator {
             config,
             router,

@@ -74,7 +74,7 @@ impl Bench {
             .config;
         let router = Router::new(&config, 1);
         let shard = Shard::new(
-            Driver::new(0, Engine::for_shard(&config, |_| true), &router),
+            Driver::new(0, Engine::for_shard(&config, |_| true)),
             BTreeMap::new(),
         );
         let mut bench = Bench {
@@ -717,7 +717,7 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         trace: Default::default(),
     };
     let mut shard = Shard::new(
-        Driver::new(0, Engine::for_shard(&config, |_| true), &router),
+        Driver::new(0, Engine::for_shard(&config, |_| true)),
         BTreeMap::new(),
     );
     assert!(shard.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
@@ -734,10 +734,7 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         .collect();
     assert_eq!(marks, BTreeMap::from([(0, 3)]));
     // Restored with its marks, the shard reports only later offsets.
-    let mut restored = Shard::new(
-        Driver::new(0, Engine::for_shard(&config, |_| true), &router),
-        marks,
-    );
+    let mut restored = Shard::new(Driver::new(0, Engine::for_shard(&config, |_| true)), marks);
     assert!(!restored.report_ctl_dead(&ctx, &record(2), "json: bad".into()));
     assert!(!restored.report_ctl_dead(&ctx, &record(3), "json: bad".into()));
     assert!(restored.pending().is_empty());

@@ -142,6 +142,10 @@ pub struct Config {
     /// Tasks in file order (the list is shared with the router: a million
     /// tasks' worth of pointers is not copied).
     pub tasks: std::sync::Arc<[std::sync::Arc<Task>]>,
+    /// Every CTL parameter a task names (in a trigger or `produces`), each
+    /// name kept once: tasks hold ids into it, and the router and the
+    /// shards read the names here rather than keep copies.
+    pub params: std::sync::Arc<crate::ctl::ParamNames>,
     /// Offer stages in file order.
     pub stages: Vec<Stage>,
     /// Settings shared by every offer (`[offers]`).
@@ -235,10 +239,12 @@ fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded,
     let kafka = kafka::settings(&source, file.kafka)?;
     let pools = task::pools(&source, &file.pool)?;
     let mut warnings = Vec::new();
+    let mut params = crate::ctl::ParamNames::new();
     let tasks = task::tasks(
         &source,
         &file.task,
         &pieces,
+        &mut params,
         task::Context {
             pools: &pools,
             time_zone: &time_zone,
@@ -270,6 +276,10 @@ fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded,
             strict: file.strict,
             pools,
             tasks: tasks.into(),
+            params: std::sync::Arc::new({
+                params.shrink_to_fit();
+                params
+            }),
             stages,
             offers,
             jobs,

@@ -12,7 +12,7 @@ use super::pieces::{offset_of, Piece};
 use super::run::{self, RetryFile, RunKeys};
 use super::{names, Accept, Conflict, Error, RunPolicy, Source, Topics, Warning};
 use crate::cron::Cron;
-use crate::ctl::ParamName;
+use crate::ctl::{ParamId, ParamName, ParamNames};
 use crate::duration::Duration;
 use crate::trigger::{self, Trigger};
 
@@ -96,9 +96,11 @@ pub struct Task {
     pub pool: usize,
     /// Higher runs first.
     pub priority: i64,
-    /// Parsed trigger (its `Display` prints DSL text that parses back to
-    /// it: the text as written is not kept, a million tasks' worth of it).
-    pub trigger: Trigger<ParamName>,
+    /// Parsed trigger over ids into [`Config::params`](super::Config::params)
+    /// (the text as written is not kept, a million tasks' worth of it: with
+    /// the names put back, its `Display` writes DSL text that parses back to
+    /// it).
+    pub trigger: Trigger<ParamId>,
     /// Zone for chunk truncation and for `schedule`.
     pub time_zone: TimeZone,
     /// Timeout, result acceptance and retries of its runs (shared by the
@@ -115,8 +117,9 @@ pub struct Task {
 /// configuration may hold millions of tasks, most of which set none of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskExtra {
-    /// Parameters this task produces.
-    pub produces: Vec<ParamName>,
+    /// Parameters this task produces (ids into
+    /// [`Config::params`](super::Config::params)).
+    pub produces: Vec<ParamId>,
     /// Staleness SLA.
     pub expect_every: Option<Duration>,
     /// Run parameters.
@@ -203,6 +206,7 @@ pub(super) fn tasks(
     source: &Source<'_>,
     files: &[Spanned<TaskFile>],
     pieces: &[Piece],
+    params: &mut ParamNames,
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<Arc<Task>>, Error> {
@@ -296,11 +300,11 @@ pub(super) fn tasks(
         };
         let mut produces = Vec::with_capacity(t.produces.len());
         for p in &t.produces {
-            produces.push(
-                p.get_ref()
-                    .parse::<ParamName>()
-                    .map_err(|e| section.invalid(p, "produces", e.to_string()))?,
-            );
+            let name = p
+                .get_ref()
+                .parse::<ParamName>()
+                .map_err(|e| section.invalid(p, "produces", e.to_string()))?;
+            produces.push(params.intern(name.parts()));
         }
         let topic = match &t.topic {
             Some(topic) => Some(names::written_topic(&section, topic, "task", cx.topics)?),
@@ -326,7 +330,7 @@ pub(super) fn tasks(
             id: t.id.as_str().into(),
             pool,
             priority: t.priority,
-            trigger,
+            trigger: trigger.map(&mut |name: &ParamName| params.intern(name.parts())),
             time_zone,
             run,
             conflict: t.conflict.unwrap_or_default(),

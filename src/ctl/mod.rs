@@ -39,11 +39,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::{self, Duration};
 
+mod local;
 mod postings;
 mod table;
 
+pub use local::CtlTable;
 pub use postings::Postings;
-pub use table::{CtlTable, ParamId, ParamNames, ParamRef};
+pub use table::{ParamId, ParamNames, ParamRef};
 
 /// Parameter name (`entity/param`) → value: what a run command and a task
 /// record carry of the parameters a run saw.

@@ -1,5 +1,5 @@
-//! The table of CTL parameters: interned names with dense ids, and each
-//! parameter's current value.
+//! Interned CTL parameter names with dense ids (the configuration's table;
+//! a shard's values are kept in [`super::CtlTable`]).
 //!
 //! Names are kept back to back in one string, each id pointing at its span:
 //! a lookup touches the hash bucket, the id's span and the text, where a
@@ -8,11 +8,6 @@
 //! largest single cost of the CTL hot path.
 
 use std::fmt;
-
-use jiff::Timestamp;
-
-use super::ParamName;
-use crate::stamp::{self, Stamp};
 
 /// Interned parameter id: dense, assigned in first-seen order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,7 +21,7 @@ impl ParamId {
 }
 
 /// A parameter name as the table holds it (borrowed parts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParamRef<'a> {
     /// The entity (`dwh.orders`).
     pub entity: &'a str,
@@ -52,7 +47,7 @@ impl fmt::Display for ParamRef<'_> {
     }
 }
 
-/// Where a name lies in [`CtlTable::text`]: its start, then the lengths of
+/// Where a name lies in [`ParamNames::text`]: its start, then the lengths of
 /// its entity and its parameter (which follows the entity directly).
 #[derive(Debug, Clone, Copy, Default)]
 struct Span {
@@ -61,7 +56,8 @@ struct Span {
     param: u32,
 }
 
-/// Interned parameter names with dense ids (the router's table: names only).
+/// Interned parameter names with dense ids (the configuration's table,
+/// which the router and the shards read).
 #[derive(Debug, Default, Clone)]
 pub struct ParamNames {
     // One flat table of ids hashed by `(entity, param)`: a lookup by two
@@ -71,16 +67,6 @@ pub struct ParamNames {
     text: String,
     /// Per id, where its name lies in `text`.
     spans: Vec<Span>,
-}
-
-/// Interns parameter names and holds each parameter's current value (a
-/// shard's table).
-#[derive(Debug, Default, Clone)]
-pub struct CtlTable {
-    names: ParamNames,
-    /// Per id, its current value (12 bytes each, where `Option<Timestamp>`
-    /// takes 24).
-    values: Vec<Option<Stamp>>,
 }
 
 /// The hash of `entity/param` in a [`ParamNames`] (fixed seeds: the same in
@@ -121,8 +107,8 @@ impl ParamNames {
     }
 
     /// The id of `name`, assigning the next one if it is new.
-    pub fn intern(&mut self, name: &ParamName) -> ParamId {
-        let ParamRef { entity, param } = name.parts();
+    pub fn intern(&mut self, name: ParamRef<'_>) -> ParamId {
+        let ParamRef { entity, param } = name;
         if let Some(id) = self.id(entity, param) {
             return id;
         }
@@ -192,102 +178,43 @@ impl ParamNames {
     }
 }
 
-impl CtlTable {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The id of `name`, assigning the next one (without a value) if it is new.
-    pub fn intern(&mut self, name: &ParamName) -> ParamId {
-        let id = self.names.intern(name);
-        if id.index() == self.values.len() {
-            self.values.push(None);
-        }
-        id
-    }
-
-    /// Gives back the room grown for names never interned.
-    pub fn shrink_to_fit(&mut self) {
-        self.names.shrink_to_fit();
-        self.values.shrink_to_fit();
-    }
-
-    /// The id of `entity/param`, if it was interned.
-    pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
-        self.names.id(entity, param)
-    }
-
-    /// The name behind `id` (an empty name if `id` was not issued here).
-    pub fn name(&self, id: ParamId) -> ParamRef<'_> {
-        self.names.name(id)
-    }
-
-    /// The current value of `id`, if one was ever set.
-    pub fn current(&self, id: ParamId) -> Option<Timestamp> {
-        stamp::get(self.values.get(id.index()).copied().flatten())
-    }
-
-    /// Sets the current value; returns the previous one. An id this table
-    /// did not issue is ignored.
-    pub fn set(&mut self, id: ParamId, value: Timestamp) -> Option<Timestamp> {
-        stamp::get(self.values.get_mut(id.index())?.replace(Stamp::from(value)))
-    }
-
-    /// Number of interned parameters.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// Whether no parameter was interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    /// Every parameter with its id and current value, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (ParamId, ParamRef<'_>, Option<Timestamp>)> + '_ {
-        self.names
-            .iter()
-            .zip(&self.values)
-            .map(|((id, name), value)| (id, name, stamp::get(*value)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ctl::ParamName;
     use proptest::prelude::*;
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
     #[test]
-    fn table_interns_and_stores() {
-        let mut table = CtlTable::new();
+    fn names_intern_and_read_back() {
+        let mut table = ParamNames::new();
         assert!(table.is_empty());
-        let a = table.intern(&"dwh.orders/max_dt".parse().unwrap());
-        let b = table.intern(&"dwh.users/updated_at".parse().unwrap());
+        let a = table.intern(ParamRef {
+            entity: "dwh.orders",
+            param: "max_dt",
+        });
+        let b = table.intern(ParamRef {
+            entity: "dwh.users",
+            param: "updated_at",
+        });
         assert_eq!((a, b), (ParamId(0), ParamId(1)));
-        assert_eq!(table.intern(&ParamName::new("dwh.orders", "max_dt")), a);
+        assert_eq!(
+            table.intern(ParamName::new("dwh.orders", "max_dt").parts()),
+            a
+        );
         assert_eq!(table.id("dwh.users", "updated_at"), Some(b));
         assert_eq!(table.id("dwh.users", "nope"), None);
         assert_eq!(table.name(b).to_string(), "dwh.users/updated_at");
         assert_eq!(table.name(b).joined(), "dwh.users/updated_at");
         assert_eq!(table.name(ParamId(7)).joined(), "/");
-        assert_eq!(table.current(a), None);
-        let t = ts("2021-04-25T03:27:33Z");
-        assert_eq!(table.set(a, t), None);
-        assert_eq!(table.set(a, t), Some(t));
-        assert_eq!(table.current(a), Some(t));
-        assert_eq!(table.set(ParamId(7), t), None);
         assert_eq!(table.len(), 2);
-        let all: Vec<_> = table
-            .iter()
-            .map(|(id, n, v)| (id, n.to_string(), v))
-            .collect();
-        assert_eq!(all[0], (a, "dwh.orders/max_dt".to_string(), Some(t)));
-        assert_eq!(all[1], (b, "dwh.users/updated_at".to_string(), None));
+        let all: Vec<_> = table.iter().map(|(id, n)| (id, n.to_string())).collect();
+        assert_eq!(
+            all,
+            [
+                (a, "dwh.orders/max_dt".to_string()),
+                (b, "dwh.users/updated_at".to_string())
+            ]
+        );
     }
 
     proptest! {
@@ -295,10 +222,10 @@ mod tests {
         /// `a` + `bc`) stay apart, and every name gets its own id back.
         #[test]
         fn names_round_trip(names in proptest::collection::vec(("[ab.]{1,3}", "[bc_]{1,3}"), 1..40)) {
-            let mut table = CtlTable::new();
+            let mut table = ParamNames::new();
             let ids: Vec<ParamId> = names
                 .iter()
-                .map(|(e, p)| table.intern(&ParamName::new(e.clone(), p.clone())))
+                .map(|(e, p)| table.intern(ParamRef { entity: e, param: p }))
                 .collect();
             for ((e, p), id) in names.iter().zip(&ids) {
                 prop_assert_eq!(table.id(e, p), Some(*id));

@@ -14,7 +14,7 @@ use rdkafka::Message;
 
 use crate::codec::{self, CtlRecord, Format, MessageKind};
 use crate::config::Config;
-use crate::ctl::ParamName;
+use crate::ctl::{ParamName, ParamRef};
 use crate::engine::RunResult;
 use crate::kafka::Clients;
 use crate::run::Status;
@@ -95,12 +95,12 @@ pub(super) fn clock() -> String {
 fn send_ctl(
     producer: &ThreadedProducer<DefaultProducerContext>,
     config: &Config,
-    name: &ParamName,
+    name: ParamRef<'_>,
     value: Timestamp,
 ) {
     let record = CtlRecord {
-        entity: name.entity().to_string(),
-        param: name.param().to_string(),
+        entity: name.entity.to_string(),
+        param: name.param.to_string(),
         value,
     };
     let payload = codec::encode_ctl_change(
@@ -109,7 +109,7 @@ fn send_ctl(
         "reactor-dev",
         Format::Protobuf,
     );
-    let key = name.to_string();
+    let key = name.joined();
     let _ = producer.send(
         BaseRecord::to(&config.kafka.topics.ctl)
             .key(&key)
@@ -130,10 +130,10 @@ fn ctl_producer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
         let now = Timestamp::now();
         if tick % 4 == 0 {
-            send_ctl(&producer, &config, &orders, now);
+            send_ctl(&producer, &config, orders.parts(), now);
         }
         if tick % 30 == 0 {
-            send_ctl(&producer, &config, &users, now);
+            send_ctl(&producer, &config, users.parts(), now);
         }
         tick += 1;
         sleep_unless(&stop, Duration::from_secs(5));
@@ -225,8 +225,8 @@ fn publish_produced(
         .filter_map(|t| codec::timestamp_from_proto(t).ok())
         .max();
     if let Some(value) = newest {
-        for name in &task.extra().produces {
-            send_ctl(producer, config, name, value);
+        for &name in &task.extra().produces {
+            send_ctl(producer, config, config.params.name(name), value);
         }
     }
 }

@@ -18,7 +18,6 @@ use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
 use crate::ctl::{ParamId, ParamName};
-use crate::router::Router;
 
 pub use input::{
     Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
@@ -206,8 +205,8 @@ impl Engine {
         self.tasks.load_ctl(name, value);
     }
 
-    /// [`Engine::load_ctl`] of the parameter `router` knows as `named`
-    /// ([`Engine::index_named`]).
+    /// [`Engine::load_ctl`] of the parameter the router knows as `named`
+    /// (the router's ids are the configuration's, [`Config::params`]).
     pub fn load_named_ctl(&mut self, named: ParamId, value: Timestamp) {
         self.tasks.load_named(named, value);
     }
@@ -325,9 +324,9 @@ impl Engine {
     }
 
     /// Applies a CTL change to the parameter `router` knows as `named`
-    /// ([`Router::ctl`]): the runtime's hot path, where the router's lookup
-    /// (which shards need the change) serves the shard too. The engine must
-    /// have been given that router ([`Engine::index_named`]).
+    /// ([`crate::router::Router::ctl`]): the runtime's hot path, where the router's lookup
+    /// (which shards need the change) serves the shard too: its ids are the
+    /// configuration's ([`Config::params`]).
     pub fn apply_named_ctl(
         &mut self,
         named: ParamId,
@@ -335,11 +334,6 @@ impl Engine {
         now: Timestamp,
     ) -> Result<Vec<Action>, Error> {
         self.step(now, |e, _| e.tasks.apply_named(named, value, now))
-    }
-
-    /// Learns `router`'s parameter ids, for [`Engine::apply_named_ctl`].
-    pub fn index_named(&mut self, router: &Router) {
-        self.tasks.index_named(router.ctl_params());
     }
 
     /// Fires every timer due at or before `now`.

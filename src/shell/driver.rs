@@ -65,10 +65,9 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// Drives `engine` as shard `partition` of `router` (not started: see
+    /// Drives `engine` as shard `partition` (not started: see
     /// [`Driver::start`]).
-    pub fn new(partition: i32, mut engine: Engine, router: &Router) -> Driver {
-        engine.index_named(router);
+    pub fn new(partition: i32, engine: Engine) -> Driver {
         Driver { partition, engine }
     }
 
@@ -89,7 +88,7 @@ impl Driver {
             u32::try_from(partition).unwrap_or_default(),
             u32::try_from(router.partitions()).unwrap_or(1),
         );
-        let mut driver = Driver::new(partition, engine, router);
+        let mut driver = Driver::new(partition, engine);
         driver.load_ctl(ctl);
         Ok(driver)
     }

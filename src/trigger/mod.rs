@@ -3,8 +3,9 @@
 //! A trigger is a tree over CTL parameters (see DESIGN §4):
 //! `all(chunk_delta(dwh.orders/max_dt, day), delay(dwh.users/updated_at, 2h))`.
 //! It is generic over how parameters are named: [`parse`] yields
-//! `Trigger<ParamName>`, and the engine interns it into `Trigger<ParamId>`
-//! with [`Trigger::map`] so that evaluation never touches strings.
+//! `Trigger<ParamName>`, and the configuration interns it into
+//! `Trigger<ParamId>` (ids into its one table of names) with
+//! [`Trigger::map`], so that evaluation never touches strings.
 //!
 //! - [`parse`] reads the DSL and enforces the nesting rule.
 //! - [`Trigger::eval`] decides whether a task should run (hot path).

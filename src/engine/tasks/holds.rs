@@ -21,10 +21,7 @@ impl Tasks {
             .extra()
             .produces
             .iter()
-            .filter_map(|n| {
-                let n = n.parts();
-                self.table.id(n.entity, n.param)
-            })
+            .filter_map(|&global| self.table.of_global(global))
             .collect())
     }
 
@@ -98,8 +95,13 @@ impl Tasks {
     }
 
     fn other_producer_running(&self, waiter: u32, except: u32) -> Result<bool, Error> {
-        for p in self.task(waiter)?.def.trigger.params() {
-            for &q in self.producers.of(*p) {
+        let trigger = &self.task(waiter)?.def.trigger;
+        for p in trigger
+            .params()
+            .into_iter()
+            .filter_map(|&g| self.table.of_global(g))
+        {
+            for &q in self.producers.of(p) {
                 if q != except && self.task(q)?.rt.slot.phase == TaskState::Running {
                     return Ok(true);
                 }

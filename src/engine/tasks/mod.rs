@@ -21,30 +21,26 @@ use super::{bug, Error};
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
-use crate::ctl::{CtlTable, ParamId, ParamName, ParamNames, Postings};
+use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
 use crate::name_index::NameIndex;
 use crate::run::{Alarms, Due, RunSlot};
 use crate::stamp::{self, Stamp};
 use crate::task::{Hold, PoolQueue, TaskState};
 use crate::timers::Timers;
-use crate::trigger::Trigger;
 
 use seen::Seen;
 
 pub(super) use runs::TaskValues;
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
-/// In [`Tasks::by_named`]: no task of this shard names the parameter.
-const NOT_HERE: u32 = u32::MAX;
-
 /// A task's definition: its configuration (shared with [`Config`], read
-/// through `Deref`) and what the shard compiled of it against its own
-/// parameter ids.
+/// through `Deref`). Its trigger names parameters by the configuration's
+/// ids, which the shard's table maps to its own ([`CtlTable::of_global`])
+/// rather than keep a second trigger per task.
 #[derive(Debug, Clone)]
 struct TaskDef {
     cfg: Arc<crate::config::Task>,
-    trigger: Trigger<ParamId>,
 }
 
 impl std::ops::Deref for TaskDef {
@@ -212,10 +208,6 @@ pub(super) struct Tasks {
     tasks: Vec<Task>,
     /// Task id → index in `tasks`.
     by_id: NameIndex,
-    /// The router's id of a parameter (see [`crate::router::Router::ctl`])
-    /// → this table's, [`NOT_HERE`] for one no task of this shard names:
-    /// the router's lookup serves the shard too, one hash probe per change.
-    by_named: Vec<u32>,
     /// Parameter → tasks whose trigger references it.
     index: Postings<u32>,
     /// Parameter → tasks that produce it.
@@ -233,7 +225,7 @@ pub(super) struct Tasks {
 impl Tasks {
     /// The tasks of `config` whose pool name `owns` accepts.
     pub(super) fn new(config: &Config, owns: impl Fn(&str) -> bool) -> Tasks {
-        let mut table = CtlTable::default();
+        let mut table = CtlTable::new(Arc::clone(&config.params));
         let pools: Vec<PoolRt> = config
             .pools
             .iter()
@@ -258,14 +250,20 @@ impl Tasks {
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
-            let trigger = t.trigger.map(&mut |name: &ParamName| table.intern(name));
-            index.extend(trigger.params().into_iter().map(|&p| (p, i)));
-            producers.extend(t.extra().produces.iter().map(|n| (table.intern(n), i)));
+            index.extend(
+                t.trigger
+                    .params()
+                    .into_iter()
+                    .map(|&global| (table.intern_global(global), i)),
+            );
+            producers.extend(
+                t.extra()
+                    .produces
+                    .iter()
+                    .map(|&global| (table.intern_global(global), i)),
+            );
             tasks.push(Task {
-                def: TaskDef {
-                    cfg: Arc::clone(t),
-                    trigger,
-                },
+                def: TaskDef { cfg: Arc::clone(t) },
                 rt: TaskRt::default(),
             });
         }
@@ -274,7 +272,6 @@ impl Tasks {
             table,
             by_id: NameIndex::of(tasks.iter().map(|t: &Task| &*t.def.id)),
             tasks,
-            by_named: Vec::new(),
             index: Postings::build(&index),
             producers: Postings::build(&producers),
             pools,
@@ -352,49 +349,26 @@ impl Tasks {
         Ok(())
     }
 
-    /// Maps the router's parameter ids (`named`: every parameter a task of
-    /// the configuration names) to this table's, for [`Tasks::apply_named`].
-    pub(super) fn index_named(&mut self, named: &ParamNames) {
-        self.by_named = vec![NOT_HERE; named.len()];
-        for (id, name, _) in self.table.iter() {
-            if let Some(slot) = named
-                .id(name.entity, name.param)
-                .and_then(|n| self.by_named.get_mut(n.index()))
-            {
-                *slot = id.0;
-            }
-        }
-    }
-
     /// Sets the value of the parameter the router knows as `named` without
     /// evaluating anything: restoring the global table.
     pub(super) fn load_named(&mut self, named: ParamId, value: Timestamp) {
-        if let Some(id) = self.local(named) {
+        if let Some(id) = self.table.of_global(named) {
             self.table.set(id, value);
         }
     }
 
     /// Applies a CTL change to the parameter the router knows as `named`
-    /// (the table given to [`Tasks::index_named`]).
+    /// (the router's ids are the configuration's: [`Config::params`]).
     pub(super) fn apply_named(
         &mut self,
         named: ParamId,
         value: Timestamp,
         now: Timestamp,
     ) -> Result<(), Error> {
-        match self.local(named) {
+        match self.table.of_global(named) {
             Some(id) => self.apply_param(id, value, now),
             None => Ok(()),
         }
-    }
-
-    /// This table's id of the parameter the router knows as `named`, if a
-    /// task of this shard names it.
-    fn local(&self, named: ParamId) -> Option<ParamId> {
-        self.by_named
-            .get(named.index())
-            .filter(|&&id| id != NOT_HERE)
-            .map(|&id| ParamId(id))
     }
 
     /// Applies a CTL change by name.

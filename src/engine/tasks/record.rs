@@ -51,7 +51,7 @@ impl Tasks {
                         key: key.to_string(),
                         message: format!("parameter `{name}`: {e}"),
                     })?;
-                    Ok((self.table.intern(&name), Stamp::from(*v)))
+                    Ok((self.table.intern(name.parts()), Stamp::from(*v)))
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };

@@ -16,19 +16,25 @@ use crate::stamp::{self, Stamp};
 use crate::task::TaskState;
 use crate::trigger::Values;
 
-/// What a trigger reads: the shard's CTL table and one task's last-seen values.
+/// What a trigger reads: the shard's CTL table and one task's last-seen
+/// values (a trigger names parameters by the configuration's ids, the shard
+/// keeps them by its own).
 pub(in crate::engine) struct TaskValues<'a> {
     pub table: &'a CtlTable,
     pub last: &'a [(ParamId, Stamp)],
 }
 
 impl Values<ParamId> for TaskValues<'_> {
-    fn current(&self, p: &ParamId) -> Option<Timestamp> {
-        self.table.current(*p)
+    fn current(&self, global: &ParamId) -> Option<Timestamp> {
+        self.table.current(self.table.of_global(*global)?)
     }
 
-    fn last(&self, p: &ParamId) -> Option<Timestamp> {
-        self.last.iter().find(|(q, _)| q == p).map(|(_, v)| v.get())
+    fn last(&self, global: &ParamId) -> Option<Timestamp> {
+        let p = self.table.of_global(*global)?;
+        self.last
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map(|(_, v)| v.get())
     }
 }
 
@@ -123,7 +129,10 @@ impl Tasks {
         let mut named = 0;
         task.def.trigger.for_each_param(&mut |_| named += 1);
         let mut snapshot = Vec::with_capacity(named);
-        task.def.trigger.for_each_param(&mut |&p| {
+        task.def.trigger.for_each_param(&mut |&global| {
+            let Some(p) = table.of_global(global) else {
+                return;
+            };
             if let Some(v) = table.current(p) {
                 if !snapshot.iter().any(|&(q, _)| q == p) {
                     snapshot.push((p, Stamp::from(v)));
@@ -503,14 +512,14 @@ impl Tasks {
             Command::Pause { .. } => self.pause(i, now),
             Command::Resume { .. } => self.resume(i, now),
             Command::SetLast { param, value, .. } => {
-                let p = self.table.intern(&param);
+                let p = self.table.intern(param.parts());
                 let rt = &mut self.task_mut(i)?.rt;
                 rt.last_seen.set(p, Stamp::from(value));
                 self.mark(i)?;
                 self.consider(i, now)
             }
             Command::ClearLast { param, .. } => {
-                let p = param.map(|name| self.table.intern(&name));
+                let p = param.map(|name| self.table.intern(name.parts()));
                 let rt = &mut self.task_mut(i)?.rt;
                 rt.last_seen.retain(|(q, _)| p.is_some_and(|p| p != *q));
                 self.mark(i)?;

@@ -9,7 +9,7 @@ use super::{TaskValues, Tasks};
 use crate::run::Run;
 use crate::stamp;
 use crate::task::{Hold, TaskState};
-use crate::trigger::Explain;
+use crate::trigger::{Explain, Values};
 
 /// A task as an operator sees it.
 #[derive(Debug, Clone, Serialize)]
@@ -158,6 +158,8 @@ impl Tasks {
             last: &rt.last_seen,
         };
         let name = |p: &crate::ctl::ParamId| self.table.name(*p).joined();
+        // The trigger's ids are the configuration's.
+        let global = |p: &crate::ctl::ParamId| self.table.global().name(*p);
         Some(TaskView {
             id: String::from(&*def.id),
             pool: self.pool_name(def.pool),
@@ -171,7 +173,7 @@ impl Tasks {
                 .trigger
                 .params()
                 .into_iter()
-                .map(|&p| (name(&p), self.table.current(p)))
+                .map(|p| (global(p).joined(), values.current(p)))
                 .collect(),
             last_seen: rt
                 .last_seen
@@ -181,8 +183,10 @@ impl Tasks {
             last_success: stamp::get(rt.last_success),
             hold: rt.rare().hold,
             last_error: rt.slot.last_error().map(str::to_string),
-            trigger: def.cfg.trigger.to_string(),
-            explain: def.trigger.explain(&values, now, &def.time_zone, &name),
+            trigger: def.trigger.to_dsl(&|p| global(p).joined()),
+            explain: def
+                .trigger
+                .explain(&values, now, &def.time_zone, &|p| global(p).joined()),
         })
     }
 
