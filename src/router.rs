@@ -136,11 +136,6 @@ impl Router {
         }
     }
 
-    /// Every parameter a task names, by the ids [`Router::ctl`] gives.
-    pub fn ctl_params(&self) -> &ParamNames {
-        &self.tables.params
-    }
-
     /// How many parameters tasks name.
     pub fn ctl_len(&self) -> usize {
         self.tables.params.len()
