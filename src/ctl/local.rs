@@ -23,7 +23,7 @@ const OWN: u32 = 1 << 31;
 const NONE: u32 = u32::MAX;
 
 /// A shard's parameters and their current values (see the module docs).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CtlTable {
     /// The configuration's names.
     global: Arc<ParamNames>,
@@ -48,7 +48,10 @@ impl CtlTable {
         CtlTable {
             local: vec![NONE; global.len()],
             global,
-            ..CtlTable::default()
+            origin: Vec::new(),
+            own: ParamNames::new(),
+            own_local: Vec::new(),
+            values: Vec::new(),
         }
     }
 
@@ -72,11 +75,12 @@ impl CtlTable {
         if let Some(global) = self.global.id(name.entity, name.param) {
             return self.intern_global(global);
         }
-        if let Some(id) = self.own_id(name.entity, name.param) {
-            return id;
+        // One lookup: `own` gives the next id to a name it did not hold.
+        let own = self.own.intern(name);
+        if let Some(&id) = self.own_local.get(own.index()) {
+            return ParamId(id);
         }
         let id = self.next_id();
-        let own = self.own.intern(name);
         self.own_local.push(id.0);
         self.origin.push(OWN | own.0);
         self.values.push(None);
