@@ -66,7 +66,6 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone, params: &mut Para
     Task {
         id: id.into(),
         pool: 0,
-        priority: 0,
         trigger: trigger::parse(&text)
             .expect("valid trigger")
             .map(&mut |name: &ParamName| params.intern(name.parts())),
@@ -104,7 +103,7 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             max_running: None,
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
-        tasks: tasks.into_iter().map(std::sync::Arc::new).collect(),
+        tasks: tasks.into(),
         params: std::sync::Arc::new(params),
         stages: Vec::new(),
         offers: config::OffersSettings::default(),

@@ -84,7 +84,7 @@ pub struct Router {
 struct Tables {
     /// The configured tasks (shared with the configuration), found by id
     /// through `task_ids`: no copy of each id.
-    tasks: Arc<[Arc<crate::config::Task>]>,
+    tasks: Arc<[crate::config::Task]>,
     task_ids: NameIndex,
     /// Per pool, its partition.
     pools: Vec<i32>,
@@ -113,7 +113,7 @@ impl Router {
             .collect();
         let mut ctl = Vec::new();
         for t in config.tasks.iter() {
-            let Some(&p) = pools.get(t.pool) else {
+            let Some(&p) = pools.get(t.pool()) else {
                 continue;
             };
             for &id in t.trigger.params().into_iter().chain(&t.extra().produces) {
@@ -171,7 +171,7 @@ impl Router {
             .task_ids
             .get(id, |i| tables.tasks.get(i as usize).map(|t| &*t.id))?;
         let task = tables.tasks.get(i as usize)?;
-        tables.pools.get(task.pool).copied()
+        tables.pools.get(task.pool()).copied()
     }
 
     /// Where `input`, which arrived on partition `arrived`, goes. What names

@@ -139,9 +139,9 @@ pub struct Config {
     pub strict: bool,
     /// Pools; "default" is always present.
     pub pools: Vec<Pool>,
-    /// Tasks in file order (the list is shared with the router: a million
-    /// tasks' worth of pointers is not copied).
-    pub tasks: std::sync::Arc<[std::sync::Arc<Task>]>,
+    /// Tasks in file order, shared with the router and every shard (a shard
+    /// names its tasks by index here: no pointer or copy per task).
+    pub tasks: std::sync::Arc<[Task]>,
     /// Every CTL parameter a task names (in a trigger or `produces`), each
     /// name kept once: tasks hold ids into it, and the router and the
     /// shards read the names here rather than keep copies.

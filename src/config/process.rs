@@ -80,7 +80,7 @@ pub(super) struct Context<'a> {
     /// The validated stages, whose names a process may not take.
     pub stages: &'a [Stage],
     /// The validated tasks, whose run topics `on.topic` may not be.
-    pub tasks: &'a [std::sync::Arc<Task>],
+    pub tasks: &'a [Task],
     /// The global zone.
     pub time_zone: &'a TimeZone,
     /// Reactor's topics, which `on.topic` may not be.

@@ -92,10 +92,9 @@ pub struct Pool {
 pub struct Task {
     /// Unique id.
     pub id: Box<str>,
-    /// Index into [`Config::pools`](super::Config::pools).
-    pub pool: usize,
-    /// Higher runs first.
-    pub priority: i64,
+    /// Index into [`Config::pools`](super::Config::pools), read through
+    /// [`Task::pool`] (4 bytes: a configuration may hold millions of tasks).
+    pub pool: u32,
     /// Parsed trigger over ids into [`Config::params`](super::Config::params)
     /// (the text as written is not kept, a million tasks' worth of it: with
     /// the names put back, its `Display` writes DSL text that parses back to
@@ -117,6 +116,8 @@ pub struct Task {
 /// configuration may hold millions of tasks, most of which set none of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskExtra {
+    /// Higher runs first (read through [`Task::priority`]).
+    pub priority: i64,
     /// Parameters this task produces (ids into
     /// [`Config::params`](super::Config::params)).
     pub produces: Vec<ParamId>,
@@ -133,6 +134,7 @@ pub struct TaskExtra {
 
 /// What a task without a [`TaskExtra`] part reads.
 static NO_EXTRA: TaskExtra = TaskExtra {
+    priority: 0,
     produces: Vec::new(),
     expect_every: None,
     params: BTreeMap::new(),
@@ -144,6 +146,16 @@ impl Task {
     /// What few tasks set (all unset when the task sets none of it).
     pub fn extra(&self) -> &TaskExtra {
         self.extra.as_deref().unwrap_or(&NO_EXTRA)
+    }
+
+    /// Index into [`Config::pools`](super::Config::pools).
+    pub fn pool(&self) -> usize {
+        self.pool as usize
+    }
+
+    /// Higher runs first.
+    pub fn priority(&self) -> i64 {
+        self.extra().priority
     }
 }
 
@@ -209,7 +221,7 @@ pub(super) fn tasks(
     params: &mut ParamNames,
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<Arc<Task>>, Error> {
+) -> Result<Vec<Task>, Error> {
     let file = source;
     let mut ids = HashSet::new();
     let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
@@ -265,6 +277,7 @@ pub(super) fn tasks(
                 .pools
                 .iter()
                 .position(|p| p.name == *name.get_ref())
+                .and_then(|p| u32::try_from(p).ok())
                 .ok_or_else(|| {
                     section.invalid(
                         name,
@@ -320,22 +333,22 @@ pub(super) fn tasks(
                 .or_insert_with_key(|run| Arc::new(run.clone())),
         );
         let extra = TaskExtra {
+            priority: t.priority,
             produces,
             expect_every,
             params: t.params.clone(),
             topic,
             schedule,
         };
-        tasks.push(Arc::new(Task {
+        tasks.push(Task {
             id: t.id.as_str().into(),
             pool,
-            priority: t.priority,
             trigger: trigger.map(&mut |name: &ParamName| params.intern(name.parts())),
             time_zone,
             run,
             conflict: t.conflict.unwrap_or_default(),
             extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
-        }));
+        });
     }
     Ok(tasks)
 }
@@ -368,9 +381,9 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         assert!(loaded.warnings.is_empty());
         let task = &loaded.config.tasks[0];
         assert_eq!(&*task.id, "orders_daily");
-        assert_eq!(loaded.config.pools[task.pool].name, "reports");
-        assert_eq!(loaded.config.pools[task.pool].max_running, Some(2));
-        assert_eq!(task.priority, 10);
+        assert_eq!(loaded.config.pools[task.pool()].name, "reports");
+        assert_eq!(loaded.config.pools[task.pool()].max_running, Some(2));
+        assert_eq!(task.priority(), 10);
         assert_eq!(task.run.timeout, Duration::from_secs(3600));
         assert_eq!(task.run.retry, RetryPolicy::default());
         assert_eq!(

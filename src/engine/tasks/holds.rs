@@ -35,7 +35,7 @@ impl Tasks {
     pub(super) fn start_holds(&mut self, producer: u32, now: Timestamp) -> Result<(), Error> {
         for p in self.produced_by(producer)? {
             for h in self.waiting_on(p) {
-                let pool = self.task(h)?.def.pool;
+                let pool = self.task(h)?.def.pool();
                 let (max_running, hold_max) = {
                     let pool = self.pool(pool)?;
                     (pool.max_running, pool.hold_max)
@@ -131,7 +131,7 @@ impl Tasks {
         let Some(hold) = task.rt.rare_set().and_then(|rare| rare.hold.take()) else {
             return Ok(());
         };
-        let pool = task.def.pool;
+        let pool = task.def.pool();
         self.timers.cancel(hold.until, (TimerKind::Hold, h));
         self.pool_mut(pool)?.holds.retain(|&x| x != h);
         self.mark(h)?;

@@ -34,23 +34,6 @@ use seen::Seen;
 pub(super) use runs::TaskValues;
 pub use view::{PoolStats, Stats, TaskSummary, TaskView};
 
-/// A task's definition: its configuration (shared with [`Config`], read
-/// through `Deref`). Its trigger names parameters by the configuration's
-/// ids, which the shard's table maps to its own ([`CtlTable::of_global`])
-/// rather than keep a second trigger per task.
-#[derive(Debug, Clone)]
-struct TaskDef {
-    cfg: Arc<crate::config::Task>,
-}
-
-impl std::ops::Deref for TaskDef {
-    type Target = crate::config::Task;
-
-    fn deref(&self) -> &crate::config::Task {
-        &self.cfg
-    }
-}
-
 /// A task's runtime state (parameters by id).
 #[derive(Debug, Clone, Default, PartialEq)]
 struct TaskRt {
@@ -124,11 +107,29 @@ impl TaskRt {
     }
 }
 
-/// One task: what it is and where it is.
+/// A shard's entry for one task: which of the configuration's tasks it is
+/// (an index into [`Config::tasks`], shared by every shard, rather than a
+/// pointer counted per task) and its runtime state.
 #[derive(Debug, Clone)]
-struct Task {
-    def: TaskDef,
+struct Entry {
+    def: u32,
     rt: TaskRt,
+}
+
+/// One task as the shard reads it: its definition (the configuration's;
+/// its trigger names parameters by the configuration's ids, which the
+/// shard's table maps to its own, [`CtlTable::of_global`]) and its state.
+#[derive(Debug, Clone, Copy)]
+struct Task<'a> {
+    def: &'a crate::config::Task,
+    rt: &'a TaskRt,
+}
+
+/// [`Task`], to change its state.
+#[derive(Debug)]
+struct TaskMut<'a> {
+    def: &'a crate::config::Task,
+    rt: &'a mut TaskRt,
 }
 
 /// A pool's limit and live counts.
@@ -185,13 +186,39 @@ impl Tasks {
 
     /// Every task's run slot, in declaration order.
     pub(in crate::engine) fn slots(&self) -> impl Iterator<Item = &RunSlot> {
-        self.tasks.iter().map(|t| &t.rt.slot)
+        self.tasks.iter().map(|e| &e.rt.slot)
     }
 
     /// Tasks holding a rarely set part.
     pub(in crate::engine) fn with_rare_part(&self) -> usize {
-        self.tasks.iter().filter(|t| t.rt.rare.is_some()).count()
+        self.tasks.iter().filter(|e| e.rt.rare.is_some()).count()
     }
+}
+
+/// The definition `e` names.
+#[inline]
+fn def_of<'a>(
+    defs: &'a [crate::config::Task],
+    e: &Entry,
+) -> Result<&'a crate::config::Task, Error> {
+    match defs.get(e.def as usize) {
+        Some(def) => Ok(def),
+        None => Err(no_def(e.def)),
+    }
+}
+
+// Out of line: `task` and `def_of` are called many times per input, and a
+// formatted message inlined into each caller made every call long.
+#[cold]
+#[inline(never)]
+fn no_def(def: u32) -> Error {
+    bug(format!("no task definition #{def}"))
+}
+
+#[cold]
+#[inline(never)]
+fn no_task(i: u32) -> Error {
+    bug(format!("no task #{i}"))
 }
 
 fn kind(due: Due) -> TimerKind {
@@ -205,7 +232,9 @@ fn kind(due: Due) -> TimerKind {
 #[derive(Debug, Clone)]
 pub(super) struct Tasks {
     table: CtlTable,
-    tasks: Vec<Task>,
+    /// The configuration's tasks, which entries name by index.
+    defs: Arc<[crate::config::Task]>,
+    tasks: Vec<Entry>,
     /// Task id → index in `tasks`.
     by_id: NameIndex,
     /// Parameter → tasks whose trigger references it.
@@ -239,14 +268,15 @@ impl Tasks {
                 pending: false,
             })
             .collect();
-        let owned =
-            |t: &&Arc<crate::config::Task>| pools.get(t.pool).is_some_and(|p| owns(&p.name));
+        let owned = |(_, t): &(usize, &crate::config::Task)| {
+            pools.get(t.pool()).is_some_and(|p| owns(&p.name))
+        };
         // Sized once: a shard may hold millions of tasks, and a vector grown
         // by doubling leaves up to half its room unused.
-        let mut tasks = Vec::with_capacity(config.tasks.iter().filter(owned).count());
+        let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());
         let mut index = Vec::new();
         let mut producers = Vec::new();
-        for t in config.tasks.iter().filter(owned) {
+        for (def, t) in config.tasks.iter().enumerate().filter(owned) {
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
@@ -262,15 +292,20 @@ impl Tasks {
                     .iter()
                     .map(|&global| (table.intern_global(global), i)),
             );
-            tasks.push(Task {
-                def: TaskDef { cfg: Arc::clone(t) },
+            tasks.push(Entry {
+                def: u32::try_from(def).unwrap_or(u32::MAX),
                 rt: TaskRt::default(),
             });
         }
         table.shrink_to_fit();
         Tasks {
             table,
-            by_id: NameIndex::of(tasks.iter().map(|t: &Task| &*t.def.id)),
+            by_id: NameIndex::of(
+                tasks
+                    .iter()
+                    .map(|e: &Entry| config.tasks.get(e.def as usize).map_or("", |t| &*t.id)),
+            ),
+            defs: Arc::clone(&config.tasks),
             tasks,
             index: Postings::build(&index),
             producers: Postings::build(&producers),
@@ -299,7 +334,7 @@ impl Tasks {
             None => TaskRt::default(),
             Some(_) => return Err(super::bad_value(record)),
         };
-        self.task_mut(i)?.rt = rt;
+        *self.task_mut(i)?.rt = rt;
         Ok(())
     }
 
@@ -499,19 +534,36 @@ impl Tasks {
     /// The index of the task with id `id`.
     fn find(&self, id: &str) -> Option<u32> {
         self.by_id
-            .get(id, |i| self.tasks.get(i as usize).map(|t| &*t.def.id))
+            .get(id, |i| self.task(i).ok().map(|t| &*t.def.id))
     }
 
-    fn task(&self, i: u32) -> Result<&Task, Error> {
-        self.tasks
-            .get(i as usize)
-            .ok_or_else(|| bug(format!("no task #{i}")))
+    #[inline]
+    fn task(&self, i: u32) -> Result<Task<'_>, Error> {
+        let e = self.tasks.get(i as usize).ok_or_else(|| no_task(i))?;
+        Ok(Task {
+            def: def_of(&self.defs, e)?,
+            rt: &e.rt,
+        })
     }
 
-    fn task_mut(&mut self, i: u32) -> Result<&mut Task, Error> {
-        self.tasks
-            .get_mut(i as usize)
-            .ok_or_else(|| bug(format!("no task #{i}")))
+    #[inline]
+    fn task_mut(&mut self, i: u32) -> Result<TaskMut<'_>, Error> {
+        let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
+        Ok(TaskMut {
+            def: def_of(&self.defs, e)?,
+            rt: &mut e.rt,
+        })
+    }
+
+    /// Every task, in declaration order.
+    fn iter(&self) -> impl Iterator<Item = Task<'_>> {
+        // Every entry's index was taken from the definitions it reads.
+        self.tasks.iter().filter_map(|e| {
+            Some(Task {
+                def: def_of(&self.defs, e).ok()?,
+                rt: &e.rt,
+            })
+        })
     }
 
     fn pool(&self, p: usize) -> Result<&PoolRt, Error> {
@@ -527,11 +579,12 @@ impl Tasks {
     }
 
     /// Task `i` with the alarms of its run slot.
-    fn slot_mut(&mut self, i: u32) -> Result<(&mut Task, TaskAlarms<'_>), Error> {
-        let task = self
-            .tasks
-            .get_mut(i as usize)
-            .ok_or_else(|| bug(format!("no task #{i}")))?;
+    fn slot_mut(&mut self, i: u32) -> Result<(TaskMut<'_>, TaskAlarms<'_>), Error> {
+        let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
+        let task = TaskMut {
+            def: def_of(&self.defs, e)?,
+            rt: &mut e.rt,
+        };
         let alarms = TaskAlarms {
             timers: &mut self.timers,
             task: i,
@@ -568,23 +621,22 @@ impl Tasks {
         self.timers = Timers::default();
         for i in 0..self.count() {
             let Tasks {
+                defs,
                 tasks,
                 pools,
                 timers,
                 ..
             } = self;
-            let task = tasks
-                .get(i as usize)
-                .ok_or_else(|| bug(format!("no task #{i}")))?;
-            let (def, rt) = (&task.def, &task.rt);
+            let e = tasks.get(i as usize).ok_or_else(|| no_task(i))?;
+            let (def, rt) = (def_of(defs, e)?, &e.rt);
             let pool = pools
-                .get_mut(def.pool)
-                .ok_or_else(|| bug(format!("no pool #{}", def.pool)))?;
+                .get_mut(def.pool())
+                .ok_or_else(|| bug(format!("no pool #{}", def.pool())))?;
             match rt.slot.phase {
                 TaskState::Running => pool.running += 1,
                 TaskState::Queued => pool.queue.push(
                     rt.rare().source.is_some(),
-                    def.priority,
+                    def.priority(),
                     stamp::get(rt.queued_at).unwrap_or(Timestamp::MIN),
                     i,
                 ),

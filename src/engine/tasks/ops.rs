@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 
 use super::runs::enter;
-use super::Tasks;
+use super::{Task, Tasks};
 use crate::action::{Action, Event, Subject};
 use crate::engine::ops::{Flow, Visit};
 use crate::engine::Error;
@@ -38,13 +38,12 @@ impl Tasks {
         let start = after
             .and_then(|id| self.find(id))
             .map_or(0, |i| i as usize + 1);
-        for task in self.tasks.iter().skip(start) {
-            let (def, rt) = (&task.def, &task.rt);
+        for Task { def, rt } in self.iter().skip(start) {
             let slot = &rt.slot;
             let item = Item {
                 kind: Kind::Task,
                 name: &def.id,
-                key: self.pools.get(def.pool).map_or("", |p| p.name.as_str()),
+                key: self.pools.get(def.pool()).map_or("", |p| p.name.as_str()),
                 state: slot.phase.as_str(),
                 error: slot.last_error(),
                 at: stamp::get(rt.since),

@@ -67,7 +67,7 @@ impl Tasks {
         self.stats.fired += 1;
         let (pool, priority) = {
             let def = &self.task(i)?.def;
-            (def.pool, def.priority)
+            (def.pool(), def.priority())
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
@@ -108,7 +108,7 @@ impl Tasks {
         };
         let mut held = 0u32;
         for &h in &p.holds {
-            if self.task(h)?.def.priority > priority {
+            if self.task(h)?.def.priority() > priority {
                 held += 1;
             }
         }
@@ -118,13 +118,16 @@ impl Tasks {
     fn dispatch(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let Tasks {
             table,
+            defs,
             tasks,
             timers,
             ..
         } = self;
-        let task = tasks
-            .get_mut(i as usize)
-            .ok_or_else(|| bug(format!("no task #{i}")))?;
+        let e = tasks.get_mut(i as usize).ok_or_else(|| super::no_task(i))?;
+        let task = super::TaskMut {
+            def: super::def_of(defs, e)?,
+            rt: &mut e.rt,
+        };
         let mut alarms = super::TaskAlarms { timers, task: i };
         let mut named = 0;
         task.def.trigger.for_each_param(&mut |_| named += 1);
@@ -143,7 +146,7 @@ impl Tasks {
         task.rt
             .slot
             .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
-        let pool = task.def.pool;
+        let pool = task.def.pool();
         self.pool_mut(pool)?.running += 1;
         enter(self, i, TaskState::Running, now)?;
         self.emit_run(i, false)?;
@@ -183,7 +186,7 @@ impl Tasks {
             } else {
                 rt.rare().source.clone()
             },
-            key: self.pool(def.pool)?.name.clone(),
+            key: self.pool(def.pool())?.name.clone(),
             topic: def.extra().topic.clone(),
         };
         self.out.push(Action::Run(command));
@@ -236,7 +239,7 @@ impl Tasks {
     fn end_run(&mut self, i: u32) -> Result<(), Error> {
         let (task, mut alarms) = self.slot_mut(i)?;
         task.rt.slot.end(&mut alarms);
-        let pool = task.def.pool;
+        let pool = task.def.pool();
         let p = self.pool_mut(pool)?;
         p.running = p.running.saturating_sub(1);
         self.pending(pool)
@@ -245,7 +248,7 @@ impl Tasks {
     fn succeed(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let task = self.task_mut(i)?;
         let every = task.def.extra().expect_every;
-        let rt = &mut task.rt;
+        let rt = task.rt;
         if rt.last_seen.is_empty() {
             // The first success: the snapshot is the list.
             rt.last_seen = std::mem::take(&mut rt.snapshot);
@@ -288,7 +291,7 @@ impl Tasks {
     pub(super) fn queue(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let (pool, priority) = {
             let def = &self.task(i)?.def;
-            (def.pool, def.priority)
+            (def.pool(), def.priority())
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
@@ -315,7 +318,7 @@ impl Tasks {
         };
         let (task, mut alarms) = self.slot_mut(i)?;
         let conflict = task.def.conflict;
-        let (pool, priority) = (task.def.pool, task.def.priority);
+        let (pool, priority) = (task.def.pool(), task.def.priority());
         let id = task.def.id.clone();
         let rejected = |this: &mut Tasks| {
             this.out.push(Action::Event(Event::LaunchRejected {
@@ -531,7 +534,7 @@ impl Tasks {
 
     fn pause(&mut self, i: u32, now: Timestamp) -> Result<(), Error> {
         let (task, mut alarms) = self.slot_mut(i)?;
-        let (pool, priority) = (task.def.pool, task.def.priority);
+        let (pool, priority) = (task.def.pool(), task.def.priority());
         match task.rt.slot.phase {
             TaskState::Paused => Ok(()),
             TaskState::Running => {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::{TaskValues, Tasks};
+use super::{Task, TaskValues, Tasks};
 use crate::run::Run;
 use crate::stamp;
 use crate::task::{Hold, TaskState};
@@ -94,11 +94,10 @@ pub struct PoolStats {
 impl Tasks {
     /// Every task this shard owns, in declaration order.
     pub(in crate::engine) fn summaries(&self) -> Vec<TaskSummary> {
-        self.tasks
-            .iter()
+        self.iter()
             .map(|task| TaskSummary {
                 id: String::from(&*task.def.id),
-                pool: self.pool_name(task.def.pool),
+                pool: self.pool_name(task.def.pool()),
                 state: task.rt.slot.phase,
                 since: stamp::get(task.rt.since),
                 failures: task.rt.slot.failures,
@@ -112,8 +111,7 @@ impl Tasks {
     pub(in crate::engine) fn health(
         &self,
     ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
-        self.tasks
-            .iter()
+        self.iter()
             .map(|t| (&*t.def.id, t.rt.slot.phase, stamp::get(t.rt.last_success)))
     }
 
@@ -132,8 +130,8 @@ impl Tasks {
     /// Per-pool queue depth and running count, pools with tasks in this shard only.
     pub(in crate::engine) fn pool_stats(&self) -> Vec<PoolStats> {
         let mut used = vec![false; self.pools.len()];
-        for task in &self.tasks {
-            if let Some(u) = used.get_mut(task.def.pool) {
+        for task in self.iter() {
+            if let Some(u) = used.get_mut(task.def.pool()) {
                 *u = true;
             }
         }
@@ -151,8 +149,7 @@ impl Tasks {
 
     /// The view of `task` at `now`, if this shard owns it.
     pub(in crate::engine) fn view(&self, task: &str, now: Timestamp) -> Option<TaskView> {
-        let t = self.tasks.get(self.find(task)? as usize)?;
-        let (def, rt) = (&t.def, &t.rt);
+        let Task { def, rt } = self.task(self.find(task)?).ok()?;
         let values = TaskValues {
             table: &self.table,
             last: &rt.last_seen,
@@ -162,8 +159,8 @@ impl Tasks {
         let global = |p: &crate::ctl::ParamId| self.table.global().name(*p);
         Some(TaskView {
             id: String::from(&*def.id),
-            pool: self.pool_name(def.pool),
-            priority: def.priority,
+            pool: self.pool_name(def.pool()),
+            priority: def.priority(),
             state: rt.slot.phase,
             since: stamp::get(rt.since),
             failures: rt.slot.failures,
@@ -192,6 +189,6 @@ impl Tasks {
 
     /// Ids of the tasks this shard owns, in declaration order.
     pub(in crate::engine) fn ids(&self) -> impl Iterator<Item = &str> {
-        self.tasks.iter().map(|t| &*t.def.id)
+        self.iter().map(|t| &*t.def.id)
     }
 }
