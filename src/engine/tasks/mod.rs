@@ -42,14 +42,24 @@ struct TaskRt {
     // Timestamps as `Stamp`s: 12 bytes each, optional or not, where
     // `Option<Timestamp>` takes 24 (a shard holds millions of tasks).
     since: Option<Stamp>,
-    queued_at: Option<Stamp>,
-    snapshot: Seen,
     last_seen: Seen,
     last_success: Option<Stamp>,
+    /// What a queued or running task carries (see [`Flight`]); `None`
+    /// while it is neither (from the end of the step that emptied it).
+    flight: Option<Box<Flight>>,
     /// What few tasks carry (see [`Rare`]); `None` while all of it is unset.
     rare: Option<Box<Rare>>,
-    /// Changed in the current step; not part of the record.
-    dirty: bool,
+}
+
+/// What a task carries only while it is queued or running, kept apart: most
+/// of a shard's tasks are idle most of the time.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Flight {
+    /// When it was queued (while queued).
+    queued_at: Option<Stamp>,
+    /// The values its run was dispatched with (while running): what
+    /// becomes its last-seen values when the run succeeds.
+    snapshot: Seen,
 }
 
 /// The part of a task's state only some tasks ever set (an SLA, a hold, a
@@ -99,10 +109,65 @@ impl TaskRt {
         self.rare.as_deref_mut()
     }
 
-    /// Drops the rarely set part once nothing in it is set.
+    /// When it was queued, while it is.
+    fn queued_at(&self) -> Option<Stamp> {
+        self.flight.as_ref().and_then(|f| f.queued_at)
+    }
+
+    /// Sets or clears when it was queued.
+    fn set_queued_at(&mut self, at: Option<Stamp>) {
+        match (&mut self.flight, at) {
+            (Some(f), at) => f.queued_at = at,
+            (None, None) => {}
+            (None, at) => {
+                self.flight = Some(Box::new(Flight {
+                    queued_at: at,
+                    ..Flight::default()
+                }))
+            }
+        }
+    }
+
+    /// The values its run was dispatched with, while it runs.
+    fn snapshot(&self) -> &[(ParamId, Stamp)] {
+        self.flight.as_ref().map_or(&[], |f| &f.snapshot)
+    }
+
+    /// Sets the values its run is dispatched with.
+    fn set_snapshot(&mut self, snapshot: Seen) {
+        match &mut self.flight {
+            Some(f) => f.snapshot = snapshot,
+            None if snapshot.is_empty() => {}
+            None => {
+                self.flight = Some(Box::new(Flight {
+                    snapshot,
+                    ..Flight::default()
+                }))
+            }
+        }
+    }
+
+    /// Takes the values its run was dispatched with.
+    fn take_snapshot(&mut self) -> Seen {
+        self.flight
+            .as_mut()
+            .map(|f| std::mem::take(&mut f.snapshot))
+            .unwrap_or_default()
+    }
+
+    /// Drops the rarely set and in-flight parts once nothing in them is set
+    /// (at the end of a step: a task queued and dispatched in one step
+    /// allocates its in-flight part once).
     fn tidy(&mut self) {
         if self.rare.as_deref() == Some(&UNSET) {
             self.rare = None;
+        }
+        if self
+            .flight
+            .as_deref()
+            .is_some_and(|f| f.queued_at.is_none() && f.snapshot.is_empty())
+        {
+            self.flight = None;
         }
     }
 }
@@ -113,6 +178,8 @@ impl TaskRt {
 #[derive(Debug, Clone)]
 struct Entry {
     def: u32,
+    /// Changed in the current step; not part of the record.
+    dirty: bool,
     rt: TaskRt,
 }
 
@@ -294,6 +361,7 @@ impl Tasks {
             );
             tasks.push(Entry {
                 def: u32::try_from(def).unwrap_or(u32::MAX),
+                dirty: false,
                 rt: TaskRt::default(),
             });
         }
@@ -479,9 +547,9 @@ impl Tasks {
         // an allocation per step.
         let mut dirty = std::mem::take(&mut self.dirty);
         let written = dirty.drain(..).try_for_each(|i| {
-            let rt = &mut self.task_mut(i)?.rt;
-            rt.dirty = false;
-            rt.tidy();
+            let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
+            e.dirty = false;
+            e.rt.tidy();
             out.push(Action::Changelog(self.record(i)?));
             Ok(())
         });
@@ -499,8 +567,8 @@ impl Tasks {
     pub(super) fn abandon(&mut self) {
         self.out.clear();
         for i in std::mem::take(&mut self.dirty) {
-            if let Some(task) = self.tasks.get_mut(i as usize) {
-                task.rt.dirty = false;
+            if let Some(e) = self.tasks.get_mut(i as usize) {
+                e.dirty = false;
             }
         }
         for p in std::mem::take(&mut self.pending_pools) {
@@ -593,9 +661,9 @@ impl Tasks {
     }
 
     fn mark(&mut self, i: u32) -> Result<(), Error> {
-        let rt = &mut self.task_mut(i)?.rt;
-        if !rt.dirty {
-            rt.dirty = true;
+        let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
+        if !e.dirty {
+            e.dirty = true;
             self.dirty.push(i);
         }
         Ok(())
@@ -637,7 +705,7 @@ impl Tasks {
                 TaskState::Queued => pool.queue.push(
                     rt.rare().source.is_some(),
                     def.priority(),
-                    stamp::get(rt.queued_at).unwrap_or(Timestamp::MIN),
+                    stamp::get(rt.queued_at()).unwrap_or(Timestamp::MIN),
                     i,
                 ),
                 _ => {}

@@ -2,7 +2,7 @@
 //! Records name parameters (`entity/param`) because parameter ids are local
 //! to one engine.
 
-use super::{Rare, TaskRt, Tasks};
+use super::{Flight, Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::ctl::{ParamId, ParamName, ParamValues};
 use crate::engine::Error;
@@ -22,8 +22,8 @@ impl Tasks {
         let record = TaskRecord {
             slot: rt.slot.clone(),
             since: stamp::get(rt.since),
-            queued_at: stamp::get(rt.queued_at),
-            snapshot: named(&rt.snapshot),
+            queued_at: stamp::get(rt.queued_at()),
+            snapshot: named(rt.snapshot()),
             last_seen: named(&rt.last_seen),
             last_success: stamp::get(rt.last_success),
             sla_due: rt.rare().sla_due,
@@ -58,8 +58,10 @@ impl Tasks {
         let mut rt = TaskRt {
             slot: r.slot.clone(),
             since: r.since.map(Stamp::from),
-            queued_at: r.queued_at.map(Stamp::from),
-            snapshot: ids(&r.snapshot)?.into(),
+            flight: Some(Box::new(Flight {
+                queued_at: r.queued_at.map(Stamp::from),
+                snapshot: ids(&r.snapshot)?.into(),
+            })),
             last_seen: ids(&r.last_seen)?.into(),
             last_success: r.last_success.map(Stamp::from),
             rare: Some(Box::new(Rare {
@@ -71,7 +73,6 @@ impl Tasks {
                 cron_at: r.cron_at,
                 source: r.source.clone(),
             })),
-            dirty: false,
         };
         rt.tidy();
         Ok(rt)

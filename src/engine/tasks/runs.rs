@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::{Seen, Tasks, TimerKind};
+use super::{Tasks, TimerKind};
 use std::collections::BTreeMap;
 
 use crate::action::{Action, Event, RunCommand, Subject};
@@ -71,7 +71,7 @@ impl Tasks {
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
-        rt.queued_at = stamp::some(now);
+        rt.set_queued_at(stamp::some(now));
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
@@ -86,7 +86,7 @@ impl Tasks {
                 break;
             }
             self.pool_mut(pool)?.queue.pop();
-            self.task_mut(i)?.rt.queued_at = None;
+            self.task_mut(i)?.rt.set_queued_at(None);
             // A launched task runs now: its trigger is not asked.
             if self.task(i)?.rt.rare().launch.is_some() || self.eval(i, now)? {
                 self.dispatch(i, now)?;
@@ -142,7 +142,7 @@ impl Tasks {
                 }
             }
         });
-        task.rt.snapshot = snapshot.into();
+        task.rt.set_snapshot(snapshot.into());
         task.rt
             .slot
             .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
@@ -168,7 +168,7 @@ impl Tasks {
             attempt: run.attempt,
             pass: run.pass,
             snapshot: rt
-                .snapshot
+                .snapshot()
                 .iter()
                 .map(|&(p, v)| (self.table.name(p).joined(), v.get()))
                 .collect(),
@@ -251,9 +251,9 @@ impl Tasks {
         let rt = task.rt;
         if rt.last_seen.is_empty() {
             // The first success: the snapshot is the list.
-            rt.last_seen = std::mem::take(&mut rt.snapshot);
+            rt.last_seen = rt.take_snapshot();
         }
-        for &(p, v) in std::mem::take(&mut rt.snapshot).iter() {
+        for &(p, v) in rt.take_snapshot().iter() {
             rt.last_seen.set(p, v);
         }
         rt.slot.succeeded();
@@ -295,7 +295,7 @@ impl Tasks {
         };
         self.set_state(i, TaskState::Queued, now)?;
         let rt = &mut self.task_mut(i)?.rt;
-        rt.queued_at = stamp::some(now);
+        rt.set_queued_at(stamp::some(now));
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
         self.release_hold(i)?;
@@ -369,7 +369,7 @@ impl Tasks {
     fn fail(&mut self, i: u32, error: String, now: Timestamp) -> Result<(), Error> {
         self.producer_finished(i, false)?;
         let (task, mut alarms) = self.slot_mut(i)?;
-        task.rt.snapshot = Seen::default();
+        task.rt.take_snapshot();
         let failure = task
             .rt
             .slot
@@ -543,8 +543,9 @@ impl Tasks {
             }
             state => {
                 let queued_at = (state == TaskState::Queued)
-                    .then(|| task.rt.queued_at.take())
+                    .then(|| task.rt.queued_at())
                     .flatten();
+                task.rt.set_queued_at(None);
                 task.rt.slot.set_wake(None, &mut alarms);
                 let low = task.rt.rare().source.is_some();
                 if let Some(at) = queued_at {
