@@ -47,13 +47,13 @@ impl fmt::Display for ParamRef<'_> {
     }
 }
 
-/// Where a name lies in [`ParamNames::text`]: its start, then the lengths of
-/// its entity and its parameter (which follows the entity directly).
+/// Where a name lies in [`ParamNames::text`]: its start and the length of
+/// its entity. Its parameter follows the entity directly and ends where the
+/// next name starts (or the text ends): 8 bytes per name, not 12.
 #[derive(Debug, Clone, Copy, Default)]
 struct Span {
     start: u32,
     entity: u32,
-    param: u32,
 }
 
 /// Interned parameter names with dense ids (the configuration's table,
@@ -83,17 +83,21 @@ fn param_hash(entity: &str, param: &str) -> u64 {
 
 /// The hash of the name `id` has in `text` (what a rehash needs).
 fn stored_hash(text: &str, spans: &[Span], id: ParamId) -> u64 {
-    spans.get(id.index()).map_or(0, |&s| {
-        let name = parts(text, s);
-        param_hash(name.entity, name.param)
-    })
+    let name = parts(text, spans, id);
+    param_hash(name.entity, name.param)
 }
 
-/// Both parts of the name at `span` of `text` (empty for a span outside it).
-fn parts(text: &str, span: Span) -> ParamRef<'_> {
+/// Both parts of the name `id` has in `text` (empty for an id not issued).
+fn parts<'a>(text: &'a str, spans: &[Span], id: ParamId) -> ParamRef<'a> {
+    let i = id.index();
+    let Some(span) = spans.get(i) else {
+        return ParamRef::default();
+    };
     let start = span.start as usize;
     let middle = start + span.entity as usize;
-    let end = middle + span.param as usize;
+    let end = spans
+        .get(i.saturating_add(1))
+        .map_or(text.len(), |next| next.start as usize);
     ParamRef {
         entity: text.get(start..middle).unwrap_or_default(),
         param: text.get(middle..end).unwrap_or_default(),
@@ -117,7 +121,6 @@ impl ParamNames {
         let span = Span {
             start: u32::try_from(self.text.len()).unwrap_or(u32::MAX),
             entity: u32::try_from(entity.len()).unwrap_or(u32::MAX),
-            param: u32::try_from(param.len()).unwrap_or(u32::MAX),
         };
         self.text.push_str(entity);
         self.text.push_str(param);
@@ -141,22 +144,15 @@ impl ParamNames {
     /// The id of `entity/param`, if it was interned.
     pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
         self.ids
-            .find(param_hash(entity, param), |id| {
-                self.spans.get(id.index()).is_some_and(|&s| {
-                    s.entity as usize == entity.len()
-                        && s.param as usize == param.len()
-                        && parts(&self.text, s) == ParamRef { entity, param }
-                })
+            .find(param_hash(entity, param), |&id| {
+                parts(&self.text, &self.spans, id) == ParamRef { entity, param }
             })
             .copied()
     }
 
     /// The name behind `id` (an empty name if `id` was not issued here).
     pub fn name(&self, id: ParamId) -> ParamRef<'_> {
-        parts(
-            &self.text,
-            self.spans.get(id.index()).copied().unwrap_or_default(),
-        )
+        parts(&self.text, &self.spans, id)
     }
 
     /// Number of interned parameters.

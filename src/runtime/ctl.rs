@@ -211,7 +211,7 @@ impl Runtime {
         // of them) is dropped before its headers are read, which allocates.
         let record = received(m);
         if let Some(slot) = self.table.get_mut(id.index()) {
-            *slot = Some(change.value);
+            *slot = crate::stamp::some(change.value);
         }
         let ctx = Context {
             settings: &self.options.config.kafka,

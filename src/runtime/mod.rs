@@ -129,8 +129,9 @@ pub struct Runtime {
     out_topics: output::OutTopics,
     max_record_bytes: usize,
     /// The global CTL table: the latest value of each parameter a task
-    /// names, by the router's parameter id.
-    table: Vec<Option<Timestamp>>,
+    /// names, by the router's parameter id (12 bytes each, where
+    /// `Option<Timestamp>` takes 24: one per parameter of the configuration).
+    table: Vec<Option<crate::stamp::Stamp>>,
     /// Next offset of every owned input partition, sent with every
     /// transaction (so that every transaction is fenced by the group
     /// generation: see [`restorer`]).
@@ -386,7 +387,7 @@ impl Runtime {
     fn ctl_values(&self) -> impl Iterator<Item = (crate::ctl::ParamId, Timestamp)> + '_ {
         (0u32..)
             .zip(&self.table)
-            .filter_map(|(i, v)| Some((crate::ctl::ParamId(i), (*v)?)))
+            .filter_map(|(i, v)| Some((crate::ctl::ParamId(i), crate::stamp::get(*v)?)))
     }
 
     /// Notes an input taken into the batch, produced at `produced_at`: the
