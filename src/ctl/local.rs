@@ -3,11 +3,18 @@
 //!
 //! The names stay in the configuration's table ([`ParamNames`], shared by
 //! the router and every shard): per local id a shard keeps the global id,
-//! and per global id the local one, not a copy of the text (with a million
-//! parameters the copies were ~38 bytes per parameter in every shard). A
-//! name the configuration does not hold (a `set_last` command's, one read
-//! back from a record written under an older configuration) is interned in
-//! the shard's own small table.
+//! not a copy of the text (with a million parameters the copies were ~38
+//! bytes per parameter in every shard). The parameters its tasks name get
+//! local ids in the order of their global ids, so the local id of one is
+//! its rank among them: a bit per global id and a count per 64 of them
+//! find it (a quarter of a byte per parameter of the configuration, where
+//! a local id per global id took 4 in every shard). A name the
+//! configuration does not hold (a `set_last` command's, one read back from
+//! a record written under an older configuration) is interned in the
+//! shard's own small table, and a global one none of its tasks names gets
+//! the next local id in a small map.
+
+use std::collections::HashMap;
 
 use std::sync::Arc;
 
@@ -19,8 +26,40 @@ use crate::stamp::{self, Stamp};
 /// In [`CtlTable::origin`]: the rest is an id of [`CtlTable::own`].
 const OWN: u32 = 1 << 31;
 
-/// In [`CtlTable::local`]: not interned here.
+/// Beyond every local id.
 const NONE: u32 = u32::MAX;
+
+/// Which of the configuration's parameters a shard's tasks name (a bit per
+/// global id), with the count of those before each 64: the rank of one is
+/// its local id.
+#[derive(Debug, Clone, Default)]
+struct Ranks(Vec<(u64, u32)>);
+
+impl Ranks {
+    /// Over the ascending, distinct global ids `ids`.
+    fn new(ids: &[ParamId]) -> Ranks {
+        let words = ids.last().map_or(0, |last| last.index() / 64 + 1);
+        let mut bits = vec![(0u64, 0u32); words];
+        for id in ids {
+            if let Some((word, _)) = bits.get_mut(id.index() / 64) {
+                *word |= 1 << (id.0 % 64);
+            }
+        }
+        let mut before = 0u32;
+        for (word, count) in &mut bits {
+            *count = before;
+            before += word.count_ones();
+        }
+        Ranks(bits)
+    }
+
+    /// The rank of `global` among the ids, if it is one of them.
+    fn of(&self, global: ParamId) -> Option<u32> {
+        let &(word, before) = self.0.get(global.index() / 64)?;
+        let bit = global.0 % 64;
+        (word >> bit & 1 == 1).then(|| before + (word & ((1u64 << bit) - 1)).count_ones())
+    }
+}
 
 /// A shard's parameters and their current values (see the module docs).
 #[derive(Debug, Clone)]
@@ -30,9 +69,11 @@ pub struct CtlTable {
     /// Per local id, the global id of its name, or [`OWN`] plus its id in
     /// `own`.
     origin: Vec<u32>,
-    /// Per global id, the local id ([`NONE`] where no task of the shard
-    /// names it): the router's lookup of a change serves the shard too.
-    local: Vec<u32>,
+    /// The local ids of the global names the shard's tasks name: their
+    /// ranks (the router's lookup of a change serves the shard too).
+    ranks: Ranks,
+    /// The local ids of global names interned later.
+    late: HashMap<u32, u32, foldhash::fast::FixedState>,
     /// Names the configuration does not hold.
     own: ParamNames,
     /// Per id of `own`, the local id.
@@ -45,13 +86,27 @@ pub struct CtlTable {
 impl CtlTable {
     /// An empty table over the configuration's names `global`.
     pub fn new(global: Arc<ParamNames>) -> Self {
+        Self::with_globals(global, std::iter::empty())
+    }
+
+    /// A table over the configuration's names `global` holding its
+    /// parameters `named` (the ones a shard's tasks name; in any order,
+    /// repeated or not), without values.
+    pub fn with_globals(global: Arc<ParamNames>, named: impl IntoIterator<Item = ParamId>) -> Self {
+        let mut ids: Vec<ParamId> = named
+            .into_iter()
+            .filter(|id| id.index() < global.len())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
         CtlTable {
-            local: vec![NONE; global.len()],
+            ranks: Ranks::new(&ids),
+            late: HashMap::default(),
+            values: vec![None; ids.len()],
+            origin: ids.into_iter().map(|id| id.0).collect(),
             global,
-            origin: Vec::new(),
             own: ParamNames::new(),
             own_local: Vec::new(),
-            values: Vec::new(),
         }
     }
 
@@ -62,9 +117,7 @@ impl CtlTable {
             return id;
         }
         let id = self.next_id();
-        if let Some(slot) = self.local.get_mut(global.index()) {
-            *slot = id.0;
-        }
+        self.late.insert(global.0, id.0);
         self.origin.push(global.0);
         self.values.push(None);
         id
@@ -96,6 +149,7 @@ impl CtlTable {
     /// Gives back the room grown for names never interned.
     pub fn shrink_to_fit(&mut self) {
         self.origin.shrink_to_fit();
+        self.late.shrink_to_fit();
         self.own.shrink_to_fit();
         self.own_local.shrink_to_fit();
         self.values.shrink_to_fit();
@@ -108,10 +162,11 @@ impl CtlTable {
 
     /// The local id of the configuration's parameter `global`, if interned here.
     pub fn of_global(&self, global: ParamId) -> Option<ParamId> {
-        self.local
-            .get(global.index())
-            .filter(|&&id| id != NONE)
-            .map(|&id| ParamId(id))
+        match self.ranks.of(global) {
+            Some(id) => Some(ParamId(id)),
+            None if self.late.is_empty() => None,
+            None => self.late.get(&global.0).map(|&id| ParamId(id)),
+        }
     }
 
     /// The id of `entity/param`, if it was interned.
@@ -209,6 +264,45 @@ mod tests {
         let c = table.intern(name("dwh.x", "a"));
         assert_eq!((c, table.of_global(ParamId(0))), (ParamId(2), Some(c)));
         assert_eq!(table.name(c).joined(), "dwh.x/a");
+    }
+
+    #[test]
+    fn the_names_a_shard_starts_with_take_local_ids_by_rank() {
+        let names: Vec<(String, String)> = (0..200)
+            .map(|i| (format!("e{i}"), "p".to_string()))
+            .collect();
+        let global = global(
+            &names
+                .iter()
+                .map(|(e, p)| (e.as_str(), p.as_str()))
+                .collect::<Vec<_>>(),
+        );
+        // Unordered, repeated, and one id the configuration never issued.
+        let named = [130, 3, 64, 63, 130, 199, 0, 500].map(ParamId);
+        let mut table = CtlTable::with_globals(Arc::clone(&global), named);
+        let expected = [0, 3, 63, 64, 130, 199];
+        assert_eq!(table.len(), expected.len());
+        for (local, g) in expected.into_iter().enumerate() {
+            let local = ParamId(local as u32);
+            assert_eq!(table.of_global(ParamId(g)), Some(local));
+            assert_eq!(table.name(local).joined(), format!("e{g}/p"));
+            assert_eq!(table.id(&format!("e{g}"), "p"), Some(local));
+        }
+        for g in [1, 62, 65, 129, 131, 198, 500] {
+            assert_eq!(table.of_global(ParamId(g)), None);
+        }
+        // Later: a global name none of its tasks named, and one of its own.
+        let late = table.intern(name("e65", "p"));
+        let own = table.intern(name("elsewhere", "p"));
+        assert_eq!((late, own), (ParamId(6), ParamId(7)));
+        assert_eq!(table.of_global(ParamId(65)), Some(late));
+        assert_eq!(table.intern_global(ParamId(65)), late);
+        assert_eq!(table.intern_global(ParamId(199)), ParamId(5));
+        assert_eq!(table.name(own).joined(), "elsewhere/p");
+        let t = ts("2021-04-25T03:27:33Z");
+        assert_eq!(table.set(late, t), None);
+        assert_eq!(table.current(late), Some(t));
+        assert_eq!(table.current(ParamId(5)), None);
     }
 
     proptest! {

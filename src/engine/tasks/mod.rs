@@ -321,7 +321,6 @@ pub(super) struct Tasks {
 impl Tasks {
     /// The tasks of `config` whose pool name `owns` accepts.
     pub(super) fn new(config: &Config, owns: impl Fn(&str) -> bool) -> Tasks {
-        let mut table = CtlTable::new(Arc::clone(&config.params));
         let pools: Vec<PoolRt> = config
             .pools
             .iter()
@@ -341,6 +340,23 @@ impl Tasks {
         // Sized once: a shard may hold millions of tasks, and a vector grown
         // by doubling leaves up to half its room unused.
         let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());
+        // Every parameter the shard's tasks name, in the table at once: its
+        // local ids follow the global ones (see `CtlTable`).
+        let mut table = CtlTable::with_globals(
+            Arc::clone(&config.params),
+            config
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(owned)
+                .flat_map(|(_, t)| {
+                    t.trigger
+                        .params()
+                        .into_iter()
+                        .chain(&t.extra().produces)
+                        .copied()
+                }),
+        );
         let mut index = Vec::new();
         let mut producers = Vec::new();
         for (def, t) in config.tasks.iter().enumerate().filter(owned) {
