@@ -217,7 +217,7 @@ fn fanout_fire(c: &mut Criterion) {
         let mut engine = pristine.clone();
         let (target, t0) = (entity(0), t0());
         let mut day: i64 = 0;
-        let mut records = Vec::new();
+        let mut records = output::OutRecords::default();
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let mut timed = Duration::ZERO;

@@ -59,7 +59,7 @@ fn fire(
     now: Timestamp,
 ) -> usize {
     let names = output::OutTopics::new(&settings.topics);
-    let mut out = Vec::new();
+    let mut out = output::OutRecords::default();
     let mut records = 0;
     for bytes in inputs {
         let change = codec::read_ctl_change(bytes).unwrap();

@@ -192,7 +192,7 @@ impl Bench {
             .pending()
             .iter()
             .filter(|r| *r.topic == *self.config.kafka.topics.events)
-            .filter_map(|r| codec::decode_event(r.payload.as_deref()?).ok())
+            .filter_map(|r| codec::decode_event(r.payload?).ok())
             .map(|(e, _)| e)
             .filter(|e| codec::event_kind(e) == kind)
             .collect()
@@ -726,7 +726,7 @@ fn a_bad_ctl_record_is_reported_once_across_restores() {
         .pending()
         .iter()
         .filter(|r| *r.topic == *config.kafka.topics.changelog)
-        .filter_map(|r| codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()))
+        .filter_map(|r| codec::decode_ctl_dead_mark(r.key, r.payload))
         .map(|m| {
             let (p, offset) = m.unwrap();
             (p, offset.unwrap())

@@ -33,32 +33,52 @@ const STORES: [Store; 7] = [
     Store::Recovery,
 ];
 
+/// The parts of the changelog key of `key` in `store`, in order.
+fn key_parts(store: Store, key: &str) -> [&str; 3] {
+    [store.as_str(), "/", key]
+}
+
 /// The changelog key of `key` in `store`: `task/orders_daily`.
 pub fn changelog_key(store: Store, key: &str) -> String {
-    let store = store.as_str();
-    let mut text = String::with_capacity(store.len() + 1 + key.len());
-    text.push_str(store);
-    text.push('/');
-    text.push_str(key);
-    text
+    key_parts(store, key).concat()
 }
 
 /// Encodes a changelog record as a Kafka key and value (`None`: tombstone).
 pub fn encode_changelog(record: ChangelogRecord) -> (Vec<u8>, Option<Vec<u8>>) {
     let key = changelog_key(record.store, &record.key).into_bytes();
-    let value = record.value.map(|v| match v {
-        Value::Task(task) => encode_task(&task),
+    let value = record.value.map(|v| {
+        let mut buf = Vec::new();
+        encode_value_into(&record.key, v, &mut buf);
+        buf
+    });
+    (key, value)
+}
+
+/// Appends the changelog key of `key` in `store` to `buf` (what
+/// [`changelog_key`] makes).
+pub fn put_changelog_key(store: Store, key: &str, buf: &mut Vec<u8>) {
+    for part in key_parts(store, key) {
+        buf.extend_from_slice(part.as_bytes());
+    }
+}
+
+/// Appends the encoded value `v` of the changelog record keyed `key` to
+/// `buf` (the value [`encode_changelog`] makes).
+pub fn encode_value_into(key: &str, v: Value, buf: &mut Vec<u8>) {
+    let encoded = match v {
+        // The most frequent record, written in place.
+        Value::Task(task) => return encode_task_into(&task, buf),
         Value::Offer(offer) => encode_offer(&offer),
         Value::Rescan(rescan) => encode(&rescan_to_proto(&rescan), Format::Protobuf),
         Value::Process(r) => encode(&super::process::key_to_proto(&r), Format::Protobuf),
         Value::Schedule(r) => encode(&super::process::schedule_to_proto(&r), Format::Protobuf),
         Value::Seq(seq) => encode(&v1::SeqRecord { seq }, Format::Protobuf),
         Value::Recovery(r) => encode(
-            &super::command::recovery_to_proto(&record.key, &r),
+            &super::command::recovery_to_proto(key, &r),
             Format::Protobuf,
         ),
-    });
-    (key, value)
+    };
+    buf.extend_from_slice(&encoded);
 }
 
 /// Decodes a changelog Kafka record; a missing value is a tombstone.
@@ -142,7 +162,7 @@ const TASK_LAST_SEEN: u32 = 10;
 /// maps of parameter values ([`put_ts_map`]) — what prost writes for the
 /// message without the maps, followed by them. What only some tasks set
 /// (a hold, launch parameters) goes through the generated messages.
-fn encode_task(r: &TaskRecord) -> Vec<u8> {
+fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
     let slot = &r.slot;
     let state = u64::try_from(i32::from(state_to_proto(slot.phase))).unwrap_or_default();
     let opt_ts_len = |tag, t: Option<jiff::Timestamp>| t.map_or(0, |t| ts_len(tag, t));
@@ -177,56 +197,55 @@ fn encode_task(r: &TaskRecord) -> Vec<u8> {
         + r.source.as_ref().map_or(0, |s| delimited_len(20, s.len()))
         + ts_map_len(TASK_SNAPSHOT, &r.snapshot)
         + ts_map_len(TASK_LAST_SEEN, &r.last_seen);
-    let mut buf = Vec::with_capacity(len);
+    buf.reserve(len);
     let put_opt_ts = |tag, t: Option<jiff::Timestamp>, buf: &mut Vec<u8>| {
         if let Some(t) = t {
             put_ts(tag, t, buf);
         }
     };
-    put_uint(1, state, &mut buf);
-    put_opt_ts(2, r.since, &mut buf);
-    put_opt_ts(3, r.queued_at, &mut buf);
-    put_opt_ts(4, slot.wake_at(), &mut buf);
-    put_uint(5, slot.failures.into(), &mut buf);
-    put_uint(6, slot.run_seq, &mut buf);
-    put_uint(7, slot.pass_seq, &mut buf);
+    put_uint(1, state, buf);
+    put_opt_ts(2, r.since, buf);
+    put_opt_ts(3, r.queued_at, buf);
+    put_opt_ts(4, slot.wake_at(), buf);
+    put_uint(5, slot.failures.into(), buf);
+    put_uint(6, slot.run_seq, buf);
+    put_uint(7, slot.pass_seq, buf);
     if let (Some(run), Some(n)) = (&slot.run, run_len) {
-        put_len(TASK_RUN, n, &mut buf);
-        put_str(1, &run.run_id, &mut buf);
-        put_uint(2, run.attempt.into(), &mut buf);
-        put_uint(3, run.pass, &mut buf);
-        put_ts(4, run.dispatched_at, &mut buf);
-        put_ts(5, run.deadline, &mut buf);
+        put_len(TASK_RUN, n, buf);
+        put_str(1, &run.run_id, buf);
+        put_uint(2, run.attempt.into(), buf);
+        put_uint(3, run.pass, buf);
+        put_ts(4, run.dispatched_at, buf);
+        put_ts(5, run.deadline, buf);
     }
-    put_opt_ts(11, r.last_success, &mut buf);
-    put_opt_ts(12, r.sla_due, &mut buf);
+    put_opt_ts(11, r.last_success, buf);
+    put_opt_ts(12, r.sla_due, buf);
     if let Some(h) = &hold {
-        message::encode(13, h, &mut buf);
+        message::encode(13, h, buf);
     }
-    put_uint(14, r.pause_requested.into(), &mut buf);
+    put_uint(14, r.pause_requested.into(), buf);
     if let Some(e) = slot.last_error() {
-        put_bytes(15, e.as_bytes(), &mut buf);
+        put_bytes(15, e.as_bytes(), buf);
     }
     if let Some(l) = &launch {
-        message::encode(16, l, &mut buf);
+        message::encode(16, l, buf);
     }
     if let Some(l) = &again {
-        message::encode(17, l, &mut buf);
+        message::encode(17, l, buf);
     }
-    put_opt_ts(18, r.cron_at, &mut buf);
-    put_opt_ts(19, slot.failed_at(), &mut buf);
+    put_opt_ts(18, r.cron_at, buf);
+    put_opt_ts(19, slot.failed_at(), buf);
     if let Some(s) = &r.source {
-        put_bytes(20, s.as_bytes(), &mut buf);
+        put_bytes(20, s.as_bytes(), buf);
     }
-    put_ts_map(TASK_SNAPSHOT, &r.snapshot, &mut buf);
-    put_ts_map(TASK_LAST_SEEN, &r.last_seen, &mut buf);
-    buf
+    put_ts_map(TASK_SNAPSHOT, &r.snapshot, buf);
+    put_ts_map(TASK_LAST_SEEN, &r.last_seen, buf);
 }
 
 /// Field number of `TaskRecord.run`.
 const TASK_RUN: u32 = 8;
 
-/// Bytes of a `RunRecord` written by [`encode_task`].
+/// Bytes of a `RunRecord` written by [`encode_task_into`].
 fn run_len(run: &Run) -> usize {
     str_len(1, &run.run_id)
         + uint_len(2, run.attempt.into())
@@ -236,7 +255,7 @@ fn run_len(run: &Run) -> usize {
 }
 
 /// The generated message of a task record: the reference the direct
-/// writing ([`encode_task`]) is tested against.
+/// writing ([`encode_task_into`]) is tested against.
 #[cfg(test)]
 fn task_to_proto(r: TaskRecord) -> v1::TaskRecord {
     let ts = |t: Option<jiff::Timestamp>| t.map(timestamp_to_proto);
@@ -643,7 +662,7 @@ mod tests {
     }
 
     /// What prost writes for a task record's message without its maps,
-    /// followed by the maps: the bytes before [`encode_task`] wrote them.
+    /// followed by the maps: the bytes before [`encode_task_into`] wrote them.
     fn via_prost(r: &TaskRecord) -> Vec<u8> {
         let mut m = task_to_proto(r.clone());
         m.snapshot.clear();
@@ -660,7 +679,8 @@ mod tests {
         /// reads back as the record.
         #[test]
         fn a_task_record_is_written_as_prost_writes_it(r in any_record()) {
-            let ours = encode_task(&r);
+            let mut ours = Vec::new();
+            encode_task_into(&r, &mut ours);
             prop_assert_eq!(&ours, &via_prost(&r));
             let back = decode_changelog(b"task/t", Some(&ours)).unwrap();
             prop_assert_eq!(back.value, Some(Value::Task(Box::new(r))));

@@ -41,7 +41,9 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use changelog::{changelog_key, decode_changelog, encode_changelog};
+pub use changelog::{
+    changelog_key, decode_changelog, encode_changelog, encode_value_into, put_changelog_key,
+};
 pub use command::{decode_command, encode_command};
 pub use ctl::{decode_ctl_change, encode_ctl_change, read_ctl_change, CtlChange, CtlRecord};
 pub use error::DecodeError;
@@ -53,7 +55,8 @@ pub use record::decode_event_record;
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{
     decode_run_command, decode_stage_run_command, decode_step_run_command, encode_run_command,
-    encode_stage_run_command, encode_step_run_command, KIND_STAGE, KIND_STEP, KIND_TASK,
+    encode_run_command_into, encode_stage_run_command, encode_step_run_command, KIND_STAGE,
+    KIND_STEP, KIND_TASK,
 };
 pub use time::{timestamp_from_proto, timestamp_to_proto};
 pub use wire::{is_json, Format};

@@ -97,6 +97,20 @@ pub fn encode_run_command(
     issued_at: Timestamp,
     format: Format,
 ) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_run_command_into(command, reply_topic, reply_key, issued_at, format, &mut buf);
+    buf
+}
+
+/// [`encode_run_command`], appended to `buf`.
+pub fn encode_run_command_into(
+    command: &RunCommand,
+    reply_topic: &str,
+    reply_key: &str,
+    issued_at: Timestamp,
+    format: Format,
+    buf: &mut Vec<u8>,
+) {
     let source = command.source.as_deref().unwrap_or_default();
     match format {
         Format::Protobuf => {
@@ -117,12 +131,12 @@ pub fn encode_run_command(
                 + ts_len(11, issued_at)
                 + str_len(RUN_SOURCE, source)
                 + ts_map_len(RUN_SNAPSHOT, &command.snapshot);
-            let mut buf = Vec::with_capacity(len);
-            put_str(1, &command.run_id, &mut buf);
-            put_str(2, KIND_TASK, &mut buf);
-            put_str(3, &command.task, &mut buf);
-            put_uint(4, command.attempt.into(), &mut buf);
-            put_uint(5, command.pass, &mut buf);
+            buf.reserve(len);
+            put_str(1, &command.run_id, buf);
+            put_str(2, KIND_TASK, buf);
+            put_str(3, &command.task, buf);
+            put_uint(4, command.attempt.into(), buf);
+            put_uint(5, command.pass, buf);
             btree_map::encode(
                 string::encode,
                 string::encoded_len,
@@ -130,20 +144,19 @@ pub fn encode_run_command(
                 string::encoded_len,
                 RUN_PARAMS,
                 &command.params,
-                &mut buf,
+                buf,
             );
-            put_ts(8, command.deadline, &mut buf);
-            put_str(9, reply_topic, &mut buf);
-            put_str(10, reply_key, &mut buf);
-            put_ts(11, issued_at, &mut buf);
-            put_str(RUN_SOURCE, source, &mut buf);
-            put_ts_map(RUN_SNAPSHOT, &command.snapshot, &mut buf);
-            buf
+            put_ts(8, command.deadline, buf);
+            put_str(9, reply_topic, buf);
+            put_str(10, reply_key, buf);
+            put_ts(11, issued_at, buf);
+            put_str(RUN_SOURCE, source, buf);
+            put_ts_map(RUN_SNAPSHOT, &command.snapshot, buf);
         }
-        Format::Json => encode(
+        Format::Json => buf.extend_from_slice(&encode(
             &task_run_message(command, reply_topic, reply_key, issued_at),
             format,
-        ),
+        )),
     }
 }
 

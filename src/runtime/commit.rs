@@ -11,7 +11,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::committer::{Batch, Done};
 use super::dead::DeadNote;
-use super::output::OutRecord;
+use super::output::OutRecords;
 
 /// Commits redone after the group generation changed under them.
 const GENERATION_RETRIES: u32 = 8;
@@ -152,13 +152,14 @@ impl Runtime {
 
     /// Keeps a committed batch's emptied record lists for the next batches
     /// (as many as one batch takes: one per shard and the runtime's own).
-    fn keep_spare(&mut self, lists: Vec<Vec<OutRecord>>) {
+    fn keep_spare(&mut self, lists: Vec<OutRecords>) {
         let wanted = self.shards.len() + 1;
-        for list in lists {
+        for mut list in lists {
             if self.spare.len() >= wanted {
                 break;
             }
-            if list.is_empty() && list.capacity() > 0 {
+            if list.has_room() {
+                list.clear();
                 self.spare.push(list);
             }
         }

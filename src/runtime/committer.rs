@@ -23,7 +23,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
 
 use super::context::DeliveryContext;
-use super::output::OutRecord;
+use super::output::{Out, OutRecords};
 use super::stop::{Stop, StopKind};
 use super::{failpoint, Error, CALL_TIMEOUT};
 
@@ -33,7 +33,7 @@ pub(super) type SharedProducer = Arc<ThreadedProducer<DeliveryContext>>;
 /// A batch to make durable.
 pub(super) struct Batch {
     /// The records, shard by shard (each in the order it was decided).
-    pub records: Vec<Vec<OutRecord>>,
+    pub records: Vec<OutRecords>,
     /// The next offset of every owned input partition.
     pub offsets: TopicPartitionList,
     /// The group's metadata when the batch was handed over: the broker
@@ -44,7 +44,7 @@ pub(super) struct Batch {
 impl Batch {
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        self.records.iter().map(Vec::len).sum()
+        self.records.iter().map(OutRecords::len).sum()
     }
 }
 
@@ -84,21 +84,16 @@ impl Committer {
         std::thread::Builder::new()
             .name("reactor-commit".into())
             .spawn(move || {
-                for mut batch in inbox {
+                for batch in inbox {
                     let started = Instant::now();
                     let result = if exactly_once {
                         transaction(&producer, &batch, &stop)
                     } else {
                         deliver(&producer, &batch)
                     };
+                    // The lists go back whole: the runtime clears and
+                    // fills them again (see `OutRecords`).
                     let records = batch.len();
-                    if result.is_ok() {
-                        // Freed here, not on the runtime's thread; only a
-                        // batch to send again goes back whole. The emptied
-                        // lists go back for the next batches: fresh ones
-                        // would be fresh pages the kernel zeroes every time.
-                        batch.records.iter_mut().for_each(Vec::clear);
-                    }
                     let done = Done {
                         batch,
                         records,
@@ -249,19 +244,19 @@ fn wait_delivered(producer: &SharedProducer) -> Result<(), Error> {
 }
 
 fn send_all(producer: &SharedProducer, batch: &Batch) -> Result<(), Error> {
-    for record in batch.records.iter().flatten() {
+    for record in batch.records.iter().flat_map(OutRecords::iter) {
         send(producer, record)?;
     }
     Ok(())
 }
 
 /// Produces one record, waiting while the local queue is full.
-fn send(producer: &SharedProducer, r: &OutRecord) -> Result<(), Error> {
-    let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&r.topic).key(&r.key[..]);
+fn send(producer: &SharedProducer, r: Out<'_>) -> Result<(), Error> {
+    let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(r.topic).key(r.key);
     if !r.headers.is_empty() {
         // Only dead letters carry headers: no header list for the rest.
         let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
-        for (key, value) in &r.headers {
+        for (key, value) in r.headers {
             headers = headers.insert(Header {
                 key,
                 value: Some(value),
@@ -269,8 +264,8 @@ fn send(producer: &SharedProducer, r: &OutRecord) -> Result<(), Error> {
         }
         record = record.headers(headers);
     }
-    if let Some(payload) = &r.payload {
-        record = record.payload(&payload[..]);
+    if let Some(payload) = r.payload {
+        record = record.payload(payload);
     }
     if let Some(p) = r.partition {
         record = record.partition(p);

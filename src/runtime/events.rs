@@ -11,7 +11,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::Message;
 
 use super::dead::{self, DeadNote, Source};
-use super::output::{self, OutRecord};
+use super::output::{self, OutRecord, OutRecords};
 use super::Runtime;
 use crate::action::{Action, Event, Subject};
 use crate::codec::{self, Format};
@@ -22,7 +22,7 @@ use crate::metrics;
 #[derive(Debug, Default)]
 pub struct Inbox {
     /// Launch commands, rejections and dead letters to produce.
-    pub(super) pending: Vec<OutRecord>,
+    pub(super) pending: OutRecords,
     /// Dead letters among them, counted at commit.
     pub(super) dead: Vec<DeadNote>,
 }

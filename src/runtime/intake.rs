@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use super::dead::{self, DeadNote, Source};
-use super::output::{self, OutRecord, OutTopics};
+use super::output::{self, OutRecord, OutRecords, OutTopics};
 use crate::action::Action;
 use crate::codec::trace::Trace;
 use crate::codec::{self, limits, CtlChange, CtlRecord, DecodeError};
@@ -107,7 +107,7 @@ pub struct Shard {
     /// hold part of a step, so the runtime rebuilds it from the changelog.
     pub(super) broken: bool,
     pub(super) driver: Driver,
-    pub(super) pending: Vec<OutRecord>,
+    pub(super) pending: OutRecords,
     /// Dead letters among `pending`, logged and counted at commit.
     pub(super) dead: Vec<DeadNote>,
     /// Per CTL partition, the highest offset this shard reported as a dead
@@ -132,7 +132,7 @@ impl Shard {
             partition: driver.partition(),
             broken: false,
             driver,
-            pending: Vec::new(),
+            pending: OutRecords::default(),
             dead: Vec::new(),
             ctl_marks,
             stats,
@@ -147,7 +147,7 @@ impl Shard {
     }
 
     /// Records decided since the last commit.
-    pub fn pending(&self) -> &[OutRecord] {
+    pub fn pending(&self) -> &OutRecords {
         &self.pending
     }
 
@@ -274,7 +274,7 @@ impl Shard {
 struct Outbox<'a> {
     ctx: &'a Context<'a>,
     partition: i32,
-    pending: &'a mut Vec<OutRecord>,
+    pending: &'a mut OutRecords,
     dead: &'a mut Vec<DeadNote>,
     /// The trace context of the input being applied (empty for timers).
     trace: &'a [(String, Vec<u8>)],
@@ -293,11 +293,12 @@ impl Sink for Outbox<'_> {
             at,
             self.pending,
         );
-        for record in self.pending.iter_mut().skip(first) {
-            if !self.trace.is_empty() && record.topic != ctx.topics.changelog {
-                record.headers.extend_from_slice(self.trace);
-            }
-            fit(ctx, self.dead, record);
+        if !self.trace.is_empty() {
+            self.pending
+                .add_headers(first, self.trace, &ctx.topics.changelog);
+        }
+        for i in first..self.pending.len() {
+            fit(ctx, self.dead, self.pending, i);
         }
     }
 }
@@ -306,25 +307,23 @@ impl Sink for Outbox<'_> {
 /// (larger than `message.max.bytes`) would abort every transaction that
 /// carries it: it goes to the dead-letter topic instead, cut. The input
 /// limits ([`codec::limits`]) keep this from happening.
-fn push(
-    ctx: &Context<'_>,
-    pending: &mut Vec<OutRecord>,
-    dead: &mut Vec<DeadNote>,
-    mut record: OutRecord,
-) {
-    fit(ctx, dead, &mut record);
+fn push(ctx: &Context<'_>, pending: &mut OutRecords, dead: &mut Vec<DeadNote>, record: OutRecord) {
     pending.push(record);
+    fit(ctx, dead, pending, pending.len() - 1);
 }
 
 /// Replaces `record`, if the producer would refuse it, by its dead letter
 /// (see [`push`]).
-fn fit(ctx: &Context<'_>, dead: &mut Vec<DeadNote>, record: &mut OutRecord) {
+fn fit(ctx: &Context<'_>, dead: &mut Vec<DeadNote>, records: &mut OutRecords, i: usize) {
+    let Some(record) = records.get(i) else {
+        return;
+    };
     let size = record.size();
     if size <= ctx.max_record_bytes {
         return;
     }
     metrics::OutputOversize {
-        topic: &record.topic,
+        topic: record.topic,
         size,
         limit: ctx.max_record_bytes,
     }
@@ -334,7 +333,7 @@ fn fit(ctx: &Context<'_>, dead: &mut Vec<DeadNote>, record: &mut OutRecord) {
         record.topic, ctx.max_record_bytes
     );
     let source = Source {
-        topic: &record.topic,
+        topic: record.topic,
         partition: record.partition.unwrap_or(-1),
         offset: -1,
     };
@@ -342,11 +341,11 @@ fn fit(ctx: &Context<'_>, dead: &mut Vec<DeadNote>, record: &mut OutRecord) {
         &ctx.settings.topics.dead,
         ctx.max_record_bytes,
         source,
-        Some(&record.key),
-        record.payload.as_deref(),
+        Some(record.key),
+        record.payload,
         &reason,
     );
-    *record = letter;
+    records.replace(i, letter);
     dead.push(note);
 }
 

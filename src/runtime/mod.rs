@@ -111,7 +111,7 @@ pub struct Runtime {
     /// The batch the committer has.
     in_flight: commit::InFlight,
     /// Emptied record lists of committed batches, to fill again.
-    spare: Vec<Vec<output::OutRecord>>,
+    spare: Vec<output::OutRecords>,
     shards: BTreeMap<i32, Shard>,
     /// Shards the group assigned that are being restored.
     restoring: BTreeSet<i32>,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::action::Action;
+use crate::changelog::ChangelogRecord;
 use crate::codec;
 use crate::config::{KafkaSettings, Topics};
 
@@ -53,6 +54,201 @@ impl OutRecord {
     }
 }
 
+/// A list of records to produce, their keys and values back to back in one
+/// buffer. A batch's lists go to the committer and come back to be cleared
+/// and filled again, so that records cost no allocation of their own: a
+/// key and a value per record, allocated on the runtime's thread and freed
+/// on the committer's, cost more than encoding them, and the pages they
+/// freed were given back and zeroed again batch after batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutRecords {
+    records: Vec<Slot>,
+    bytes: Vec<u8>,
+}
+
+/// One record of an [`OutRecords`]: its key and value as ranges of the
+/// list's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Slot {
+    topic: Arc<str>,
+    partition: Option<i32>,
+    key: std::ops::Range<usize>,
+    payload: Option<std::ops::Range<usize>>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+/// A record of an [`OutRecords`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Out<'a> {
+    /// Destination topic.
+    pub topic: &'a str,
+    /// Explicit partition, if any.
+    pub partition: Option<i32>,
+    /// Record key.
+    pub key: &'a [u8],
+    /// Value; `None` is a tombstone.
+    pub payload: Option<&'a [u8]>,
+    /// Headers.
+    pub headers: &'a [(String, Vec<u8>)],
+}
+
+impl Out<'_> {
+    /// See [`OutRecord::size`].
+    pub fn size(&self) -> usize {
+        OutRecord::wire_size(
+            self.key.len(),
+            self.payload.map_or(0, <[u8]>::len),
+            self.headers,
+        )
+    }
+}
+
+impl OutRecords {
+    /// Adds `record` (its key and value copied into the buffer).
+    pub fn push(&mut self, record: OutRecord) {
+        let slot = self.slot(
+            record.topic,
+            record.partition,
+            &record.key,
+            record.payload.as_deref(),
+            record.headers,
+        );
+        self.records.push(slot);
+    }
+
+    /// Adds a record to `topic` whose key `key` and value `write` append
+    /// to the buffer they are given (`write` returns `false` for a
+    /// tombstone).
+    pub fn push_with(
+        &mut self,
+        topic: Arc<str>,
+        partition: Option<i32>,
+        key: impl FnOnce(&mut Vec<u8>),
+        write: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) {
+        let start = self.bytes.len();
+        key(&mut self.bytes);
+        let key = start..self.bytes.len();
+        let start = self.bytes.len();
+        let payload = write(&mut self.bytes).then_some(start..self.bytes.len());
+        if payload.is_none() {
+            self.bytes.truncate(start);
+        }
+        self.records.push(Slot {
+            topic,
+            partition,
+            key,
+            payload,
+            headers: Vec::new(),
+        });
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        start..self.bytes.len()
+    }
+
+    fn slot(
+        &mut self,
+        topic: Arc<str>,
+        partition: Option<i32>,
+        key: &[u8],
+        payload: Option<&[u8]>,
+        headers: Vec<(String, Vec<u8>)>,
+    ) -> Slot {
+        Slot {
+            topic,
+            partition,
+            key: self.put(key),
+            payload: payload.map(|p| self.put(p)),
+            headers,
+        }
+    }
+
+    /// Replaces record `i` by `record` (its old bytes stay until the list
+    /// is cleared).
+    pub fn replace(&mut self, i: usize, record: OutRecord) {
+        let slot = self.slot(
+            record.topic,
+            record.partition,
+            &record.key,
+            record.payload.as_deref(),
+            record.headers,
+        );
+        if let Some(old) = self.records.get_mut(i) {
+            *old = slot;
+        }
+    }
+
+    /// Adds `headers` to every record from the `from`-th on whose topic is
+    /// not `except`.
+    pub fn add_headers(&mut self, from: usize, headers: &[(String, Vec<u8>)], except: &Arc<str>) {
+        for r in self.records.iter_mut().skip(from) {
+            if r.topic != *except {
+                r.headers.extend_from_slice(headers);
+            }
+        }
+    }
+
+    /// Record `i`.
+    pub fn get(&self, i: usize) -> Option<Out<'_>> {
+        self.records.get(i).map(|r| self.view(r))
+    }
+
+    /// The first record.
+    pub fn first(&self) -> Option<Out<'_>> {
+        self.get(0)
+    }
+
+    fn view<'a>(&'a self, r: &'a Slot) -> Out<'a> {
+        let bytes =
+            |range: &std::ops::Range<usize>| self.bytes.get(range.clone()).unwrap_or_default();
+        Out {
+            topic: &r.topic,
+            partition: r.partition,
+            key: bytes(&r.key),
+            payload: r.payload.as_ref().map(bytes),
+            headers: &r.headers,
+        }
+    }
+
+    /// The records, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Out<'_>> + ExactSizeIterator + '_ {
+        self.records.iter().map(|r| self.view(r))
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Whether the list holds room from earlier batches (worth keeping).
+    pub fn has_room(&self) -> bool {
+        self.records.capacity() > 0
+    }
+
+    /// Drops the records, keeping the room.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.bytes.clear();
+    }
+}
+
+impl<'a> IntoIterator for &'a OutRecords {
+    type Item = Out<'a>;
+    type IntoIter = Box<dyn Iterator<Item = Out<'a>> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
 /// The names of the topics Reactor writes, each shared by the records
 /// written there: a record per input to the changelog and one to a run or
 /// event topic copied a topic name each.
@@ -91,11 +287,11 @@ pub fn encode(
     settings: &KafkaSettings,
     names: &OutTopics,
     now: Timestamp,
-    out: &mut Vec<OutRecord>,
+    out: &mut OutRecords,
 ) {
     let topics = &settings.topics;
     for action in actions {
-        out.push(match action {
+        let record = match action {
             Action::StageRun(run) => OutRecord {
                 payload: Some(codec::encode_stage_run_command(
                     &run,
@@ -135,22 +331,29 @@ pub fn encode(
                 key: state.offer.into_bytes(),
                 headers: Vec::new(),
             },
+            // The two records of every fired task, written in place.
             Action::Run(run) => {
-                let payload = codec::encode_run_command(
-                    &run,
-                    &topics.results,
-                    &run.key,
-                    now,
-                    settings.formats.runs,
+                let topic = match &run.topic {
+                    Some(topic) => Arc::from(topic.as_str()),
+                    None => Arc::clone(&names.runs),
+                };
+                out.push_with(
+                    topic,
+                    None,
+                    |key| key.extend_from_slice(run.task.as_bytes()),
+                    |buf| {
+                        codec::encode_run_command_into(
+                            &run,
+                            &topics.results,
+                            &run.key,
+                            now,
+                            settings.formats.runs,
+                            buf,
+                        );
+                        true
+                    },
                 );
-                OutRecord {
-                    topic: run.topic.map_or_else(|| Arc::clone(&names.runs), Arc::from),
-                    partition: None,
-                    // The task's id is the key: it moves there.
-                    key: run.task.into_bytes(),
-                    payload: Some(payload),
-                    headers: Vec::new(),
-                }
+                continue;
             }
             Action::Event(event) => OutRecord {
                 topic: Arc::clone(&names.events),
@@ -160,15 +363,96 @@ pub fn encode(
                 headers: Vec::new(),
             },
             Action::Changelog(record) => {
-                let (key, payload) = codec::encode_changelog(record);
-                OutRecord {
-                    topic: Arc::clone(&names.changelog),
-                    partition: Some(partition),
-                    key,
-                    payload,
-                    headers: Vec::new(),
-                }
+                let ChangelogRecord { store, key, value } = record;
+                out.push_with(
+                    Arc::clone(&names.changelog),
+                    Some(partition),
+                    |buf| codec::put_changelog_key(store, &key, buf),
+                    |buf| match value {
+                        Some(value) => {
+                            codec::encode_value_into(&key, value, buf);
+                            true
+                        }
+                        None => false,
+                    },
+                );
+                continue;
             }
-        });
+        };
+        out.push(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(topic: &str, key: &[u8], payload: Option<&[u8]>) -> OutRecord {
+        OutRecord {
+            topic: Arc::from(topic),
+            partition: None,
+            key: key.to_vec(),
+            payload: payload.map(<[u8]>::to_vec),
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn records_keep_their_bytes_apart_and_the_room_across_clears() {
+        let mut out = OutRecords::default();
+        let changelog: Arc<str> = Arc::from("changelog");
+        out.push(owned("runs", b"t1", Some(b"run")));
+        out.push_with(
+            Arc::clone(&changelog),
+            Some(3),
+            |k| k.extend_from_slice(b"task/t1"),
+            |v| {
+                v.extend_from_slice(b"state");
+                true
+            },
+        );
+        // A tombstone: what the writer appended is not kept.
+        out.push_with(
+            Arc::clone(&changelog),
+            Some(3),
+            |k| k.extend_from_slice(b"task/t2"),
+            |v| {
+                v.extend_from_slice(b"dropped");
+                false
+            },
+        );
+        out.push(owned("events", b"", None));
+        out.add_headers(1, &[("traceparent".into(), b"00-x".to_vec())], &changelog);
+        let got: Vec<_> = out
+            .iter()
+            .map(|r| (r.topic, r.partition, r.key, r.payload, r.headers.len()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("runs", None, &b"t1"[..], Some(&b"run"[..]), 0),
+                (
+                    "changelog",
+                    Some(3),
+                    &b"task/t1"[..],
+                    Some(&b"state"[..]),
+                    0
+                ),
+                ("changelog", Some(3), &b"task/t2"[..], None, 0),
+                ("events", None, &b""[..], None, 1),
+            ]
+        );
+        assert_eq!(out.get(0).map(|r| r.size()), Some(RECORD_OVERHEAD + 5));
+        out.replace(1, owned("dead", b"k", Some(b"v")));
+        assert_eq!(
+            out.get(1).map(|r| (r.topic, r.key)),
+            Some(("dead", &b"k"[..]))
+        );
+        assert_eq!(
+            (out.len(), out.iter().next_back().map(|r| r.topic)),
+            (4, Some("events"))
+        );
+        out.clear();
+        assert!(out.is_empty() && out.has_room() && out.first().is_none());
     }
 }

@@ -299,8 +299,8 @@ impl Runtime {
         })?;
         let changelog = &self.options.config.kafka.topics.changelog;
         for r in old.pending().iter().filter(|r| *r.topic == **changelog) {
-            if codec::decode_ctl_dead_mark(&r.key, r.payload.as_deref()).is_none() {
-                if let Ok(record) = codec::decode_changelog(&r.key, r.payload.as_deref()) {
+            if codec::decode_ctl_dead_mark(r.key, r.payload).is_none() {
+                if let Ok(record) = codec::decode_changelog(r.key, r.payload) {
                     records.push(record);
                 }
             }
