@@ -22,7 +22,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use reactor::action::Action;
 use reactor::changelog::{ChangelogRecord, Store, Value};
-use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task};
+use reactor::config::{self, Accept, Config, Pool, RetryPolicy, RunPolicy, Task, TaskList};
 use reactor::ctl::{ParamId, ParamName, ParamNames};
 use reactor::engine::{Engine, Input, RunResult};
 use reactor::run::{RunSlot, Status};
@@ -53,7 +53,7 @@ fn entity(group: usize) -> String {
 
 /// The trigger of the `k`-th task on `entity`: 70% `delta`, 20%
 /// `chunk_delta(day)` (counted in Europe/Moscow), 10% `all(delta, delay)`.
-fn task(id: String, entity: &str, k: usize, moscow: &TimeZone, params: &mut ParamNames) -> Task {
+fn task(entity: &str, k: usize, moscow: &TimeZone, params: &mut ParamNames) -> Task {
     let p = format!("{entity}/{PARAM}");
     let (text, time_zone) = match k % 10 {
         0..=6 => (format!("delta({p}, 1h)"), TimeZone::UTC),
@@ -64,7 +64,6 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone, params: &mut Para
         ),
     };
     Task {
-        id: id.into(),
         pool: 0,
         trigger: trigger::parse(&text)
             .expect("valid trigger")
@@ -84,16 +83,16 @@ fn task(id: String, entity: &str, k: usize, moscow: &TimeZone, params: &mut Para
 /// `groups` parameters watched by 10 tasks each, plus `hot` tasks on [`HOT`].
 fn shard_config(groups: usize, hot: usize) -> Config {
     let moscow = TimeZone::get("Europe/Moscow").expect("bundled zone");
-    let mut tasks = Vec::with_capacity(groups * PER_PARAM + hot);
+    let mut tasks = TaskList::default();
     let mut params = ParamNames::new();
     for g in 0..groups {
         let e = entity(g);
         for k in 0..PER_PARAM {
-            tasks.push(task(format!("t{g}_{k}"), &e, k, &moscow, &mut params));
+            tasks.push(&format!("t{g}_{k}"), task(&e, k, &moscow, &mut params));
         }
     }
     for k in 0..hot {
-        tasks.push(task(format!("hot_{k}"), HOT, k, &moscow, &mut params));
+        tasks.push(&format!("hot_{k}"), task(HOT, k, &moscow, &mut params));
     }
     Config {
         time_zone: TimeZone::UTC,
@@ -103,7 +102,7 @@ fn shard_config(groups: usize, hot: usize) -> Config {
             max_running: None,
             hold_max: config::DEFAULT_HOLD_MAX,
         }],
-        tasks: tasks.into(),
+        tasks: std::sync::Arc::new(tasks),
         params: std::sync::Arc::new(params),
         stages: Vec::new(),
         offers: config::OffersSettings::default(),
@@ -127,7 +126,7 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             .collect();
         ChangelogRecord {
             store: Store::Task,
-            key: t.id.to_string(),
+            key: t.id().to_string(),
             value: Some(Value::Task(Box::new(TaskRecord {
                 slot: RunSlot::from(reactor::run::SlotParts {
                     phase: TaskState::Idle,

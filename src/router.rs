@@ -84,7 +84,7 @@ pub struct Router {
 struct Tables {
     /// The configured tasks (shared with the configuration), found by id
     /// through `task_ids`: no copy of each id.
-    tasks: Arc<[crate::config::Task]>,
+    tasks: Arc<crate::config::TaskList>,
     task_ids: NameIndex,
     /// Per pool, its partition.
     pools: Vec<i32>,
@@ -126,7 +126,7 @@ impl Router {
         Router {
             partitions,
             tables: Arc::new(Tables {
-                task_ids: NameIndex::of(config.tasks.iter().map(|t| &*t.id)),
+                task_ids: NameIndex::of(config.tasks.ids()),
                 tasks: Arc::clone(&config.tasks),
                 pools,
                 processes,
@@ -167,9 +167,7 @@ impl Router {
     /// The partition of task `id`; `None` for a task not configured.
     pub fn task(&self, id: &str) -> Option<i32> {
         let tables = &*self.tables;
-        let i = tables
-            .task_ids
-            .get(id, |i| tables.tasks.get(i as usize).map(|t| &*t.id))?;
+        let i = tables.task_ids.get(id, |i| tables.tasks.id(i as usize))?;
         let task = tables.tasks.get(i as usize)?;
         tables.pools.get(task.pool()).copied()
     }

@@ -152,7 +152,7 @@ pub fn launch(args: LaunchArgs) -> ExitCode {
     };
     if let Some(config) = &conn.config {
         let known = if args.task {
-            config.tasks.iter().any(|t| *t.id == *args.process)
+            config.tasks.iter().any(|t| t.id() == args.process)
         } else {
             config.processes.iter().any(|p| p.name == args.process)
                 || config.jobs.iter().any(|j| j.name == args.process)

@@ -115,7 +115,7 @@ pub(super) fn on_event(
             stage
                 .map(|s| format!("the run topic of stage `{}`", s.name))
                 .or_else(|| job.map(|j| format!("the run topic of job `{}`", j.name)))
-                .or_else(|| task.map(|t| format!("the run topic of task `{}`", t.id)))
+                .or_else(|| task.map(|t| format!("the run topic of task `{}`", t.id())))
         });
     if let Some(what) = reactors {
         return Err(section.invalid(

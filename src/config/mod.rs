@@ -22,6 +22,7 @@ mod process;
 mod run;
 mod stage;
 mod task;
+mod task_list;
 
 use std::fmt;
 use std::path::Path;
@@ -41,6 +42,7 @@ pub use process::{Conflict, Process, Reuse, WHEN_VARIABLES};
 pub use run::{Accept, RetryPolicy, RunPolicy};
 pub use stage::{OffersSettings, PingPong, Stage, DEFAULT_MAX_PARALLELISM, DEFAULT_STAGE_TIMEOUT};
 pub use task::{Pool, Task, DEFAULT_HOLD_MAX, DEFAULT_POOL, DEFAULT_TIMEOUT};
+pub use task_list::{TaskList, TaskRef};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +143,7 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// Tasks in file order, shared with the router and every shard (a shard
     /// names its tasks by index here: no pointer or copy per task).
-    pub tasks: std::sync::Arc<[Task]>,
+    pub tasks: std::sync::Arc<TaskList>,
     /// Every CTL parameter a task names (in a trigger or `produces`), each
     /// name kept once: tasks hold ids into it, and the router and the
     /// shards read the names here rather than keep copies.
@@ -275,7 +277,7 @@ fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded,
             time_zone,
             strict: file.strict,
             pools,
-            tasks: tasks.into(),
+            tasks: std::sync::Arc::new(tasks),
             params: std::sync::Arc::new({
                 params.shrink_to_fit();
                 params

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::launch::{self, OnEvent, OnFile, Schedule, ScheduleFile};
-use super::{names, Error, Job, Section, Source, Stage, Task, Topics};
+use super::{names, Error, Job, Section, Source, Stage, Topics};
 use crate::duration::Duration;
 use crate::stage::expr::Expr;
 
@@ -80,7 +80,7 @@ pub(super) struct Context<'a> {
     /// The validated stages, whose names a process may not take.
     pub stages: &'a [Stage],
     /// The validated tasks, whose run topics `on.topic` may not be.
-    pub tasks: &'a [Task],
+    pub tasks: &'a super::TaskList,
     /// The global zone.
     pub time_zone: &'a TimeZone,
     /// Reactor's topics, which `on.topic` may not be.

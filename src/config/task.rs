@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::pieces::{offset_of, Piece};
 use super::run::{self, RetryFile, RunKeys};
-use super::{names, Accept, Conflict, Error, RunPolicy, Source, Topics, Warning};
+use super::{names, Accept, Conflict, Error, RunPolicy, Source, TaskList, Topics, Warning};
 use crate::cron::Cron;
 use crate::ctl::{ParamId, ParamName, ParamNames};
 use crate::duration::Duration;
@@ -90,8 +90,6 @@ pub struct Pool {
 /// A validated task.
 #[derive(Debug, Clone)]
 pub struct Task {
-    /// Unique id.
-    pub id: Box<str>,
     /// Index into [`Config::pools`](super::Config::pools), read through
     /// [`Task::pool`] (4 bytes: a configuration may hold millions of tasks).
     pub pool: u32,
@@ -221,11 +219,11 @@ pub(super) fn tasks(
     params: &mut ParamNames,
     cx: Context<'_>,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<Task>, Error> {
+) -> Result<TaskList, Error> {
     let file = source;
     let mut ids = HashSet::new();
     let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
-    let mut tasks = Vec::with_capacity(files.len());
+    let mut tasks = TaskList::default();
     for (i, spanned) in files.iter().enumerate() {
         // The spans count from the start of the piece the task was read from.
         let source = &Source {
@@ -340,16 +338,19 @@ pub(super) fn tasks(
             topic,
             schedule,
         };
-        tasks.push(Task {
-            id: t.id.as_str().into(),
-            pool,
-            trigger: trigger.map(&mut |name: &ParamName| params.intern(name.parts())),
-            time_zone,
-            run,
-            conflict: t.conflict.unwrap_or_default(),
-            extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
-        });
+        tasks.push(
+            &t.id,
+            Task {
+                pool,
+                trigger: trigger.map(&mut |name: &ParamName| params.intern(name.parts())),
+                time_zone,
+                run,
+                conflict: t.conflict.unwrap_or_default(),
+                extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
+            },
+        );
     }
+    tasks.shrink_to_fit();
     Ok(tasks)
 }
 
@@ -379,8 +380,8 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
     fn design_sample_loads() {
         let loaded = parse(SAMPLE, "sample.toml").unwrap();
         assert!(loaded.warnings.is_empty());
-        let task = &loaded.config.tasks[0];
-        assert_eq!(&*task.id, "orders_daily");
+        let task = loaded.config.tasks.get(0).unwrap();
+        assert_eq!(task.id(), "orders_daily");
         assert_eq!(loaded.config.pools[task.pool()].name, "reports");
         assert_eq!(loaded.config.pools[task.pool()].max_running, Some(2));
         assert_eq!(task.priority(), 10);
@@ -499,7 +500,8 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         let text = "time_zone = \"Europe/Moscow\"\n[[task]]\nid = \"a\"\n\
                     trigger = \"delta(a/b, 1h)\"\nschedule = \"0 3 * * *\"\n\
                     conflict = \"queue\"\ntopic = \"reactor.runs\"\n";
-        let task = parse(text, "t.toml").unwrap().config.tasks[0].clone();
+        let config = parse(text, "t.toml").unwrap().config;
+        let task = config.tasks.get(0).unwrap();
         assert_eq!(
             task.extra().schedule.as_ref().map(Cron::text),
             Some("0 3 * * *")

@@ -216,7 +216,7 @@ fn publish_produced(
     config: &Config,
     run: &crate::proto::v1::RunCommand,
 ) {
-    let Some(task) = config.tasks.iter().find(|t| *t.id == *run.task) else {
+    let Some(task) = config.tasks.iter().find(|t| t.id() == run.task) else {
         return;
     };
     let newest = run
@@ -250,7 +250,7 @@ fn printer(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
         config
             .tasks
             .iter()
-            .filter_map(|t| t.extra().topic.as_deref()),
+            .filter_map(|t| t.def.extra().topic.as_deref()),
     );
     if !config.stages.is_empty() {
         topics.push(t.offer_state.as_str());

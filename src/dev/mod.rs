@@ -141,7 +141,7 @@ fn create_topics(
         config
             .tasks
             .iter()
-            .filter_map(|t| t.extra().topic.as_deref()),
+            .filter_map(|t| t.def.extra().topic.as_deref()),
     );
     others.extend(config.stage_topics());
     others.extend(config.job_topics());

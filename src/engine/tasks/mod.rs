@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use super::{bug, Error};
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::config::Config;
+use crate::config::{Config, TaskList, TaskRef};
 use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
 use crate::name_index::NameIndex;
@@ -188,14 +188,14 @@ struct Entry {
 /// shard's table maps to its own, [`CtlTable::of_global`]) and its state.
 #[derive(Debug, Clone, Copy)]
 struct Task<'a> {
-    def: &'a crate::config::Task,
+    def: TaskRef<'a>,
     rt: &'a TaskRt,
 }
 
 /// [`Task`], to change its state.
 #[derive(Debug)]
 struct TaskMut<'a> {
-    def: &'a crate::config::Task,
+    def: TaskRef<'a>,
     rt: &'a mut TaskRt,
 }
 
@@ -264,10 +264,7 @@ impl Tasks {
 
 /// The definition `e` names.
 #[inline]
-fn def_of<'a>(
-    defs: &'a [crate::config::Task],
-    e: &Entry,
-) -> Result<&'a crate::config::Task, Error> {
+fn def_of<'a>(defs: &'a TaskList, e: &Entry) -> Result<TaskRef<'a>, Error> {
     match defs.get(e.def as usize) {
         Some(def) => Ok(def),
         None => Err(no_def(e.def)),
@@ -300,7 +297,7 @@ fn kind(due: Due) -> TimerKind {
 pub(super) struct Tasks {
     table: CtlTable,
     /// The configuration's tasks, which entries name by index.
-    defs: Arc<[crate::config::Task]>,
+    defs: Arc<TaskList>,
     tasks: Vec<Entry>,
     /// Task id → index in `tasks`.
     by_id: NameIndex,
@@ -334,9 +331,8 @@ impl Tasks {
                 pending: false,
             })
             .collect();
-        let owned = |(_, t): &(usize, &crate::config::Task)| {
-            pools.get(t.pool()).is_some_and(|p| owns(&p.name))
-        };
+        let owned =
+            |(_, t): &(usize, TaskRef<'_>)| pools.get(t.pool()).is_some_and(|p| owns(&p.name));
         // Sized once: a shard may hold millions of tasks, and a vector grown
         // by doubling leaves up to half its room unused.
         let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());
@@ -350,10 +346,11 @@ impl Tasks {
                 .enumerate()
                 .filter(owned)
                 .flat_map(|(_, t)| {
-                    t.trigger
+                    let def = t.def;
+                    def.trigger
                         .params()
                         .into_iter()
-                        .chain(&t.extra().produces)
+                        .chain(&def.extra().produces)
                         .copied()
                 }),
         );
@@ -387,7 +384,7 @@ impl Tasks {
             by_id: NameIndex::of(
                 tasks
                     .iter()
-                    .map(|e: &Entry| config.tasks.get(e.def as usize).map_or("", |t| &*t.id)),
+                    .map(|e: &Entry| config.tasks.get(e.def as usize).map_or("", |t| t.id())),
             ),
             defs: Arc::clone(&config.tasks),
             tasks,
@@ -522,7 +519,7 @@ impl Tasks {
                 break;
             };
             if let Some(previous) = moved_back {
-                let task = String::from(&*self.task(i)?.def.id);
+                let task = String::from(self.task(i)?.def.id());
                 let name = self.table.name(id);
                 self.out
                     .push(Action::Event(crate::action::Event::CtlMovedBack {
@@ -618,7 +615,7 @@ impl Tasks {
     /// The index of the task with id `id`.
     fn find(&self, id: &str) -> Option<u32> {
         self.by_id
-            .get(id, |i| self.task(i).ok().map(|t| &*t.def.id))
+            .get(id, |i| self.task(i).ok().map(|t| t.def.id()))
     }
 
     #[inline]

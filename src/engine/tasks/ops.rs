@@ -42,7 +42,7 @@ impl Tasks {
             let slot = &rt.slot;
             let item = Item {
                 kind: Kind::Task,
-                name: &def.id,
+                name: def.id(),
                 key: self.pools.get(def.pool()).map_or("", |p| p.name.as_str()),
                 state: slot.phase.as_str(),
                 error: slot.last_error(),
@@ -88,7 +88,7 @@ impl Tasks {
             task.rt.slot.failures = 0;
         }
         task.rt.rare_mut().source = Some(source.to_string());
-        let subject = Subject::task(&*task.def.id);
+        let subject = Subject::task(task.def.id());
         self.out.push(Action::Event(Event::Recovered {
             subject,
             source: source.to_string(),

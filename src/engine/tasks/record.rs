@@ -36,7 +36,7 @@ impl Tasks {
         };
         Ok(ChangelogRecord {
             store: Store::Task,
-            key: String::from(&*task.def.id),
+            key: String::from(task.def.id()),
             value: Some(Value::Task(Box::new(record))),
         })
     }

@@ -145,7 +145,7 @@ impl Tasks {
         task.rt.set_snapshot(snapshot.into());
         task.rt
             .slot
-            .start(&task.def.id, task.def.run.timeout, now, &mut alarms);
+            .start(task.def.id(), task.def.run.timeout, now, &mut alarms);
         let pool = task.def.pool();
         self.pool_mut(pool)?.running += 1;
         enter(self, i, TaskState::Running, now)?;
@@ -161,9 +161,9 @@ impl Tasks {
         let run = rt
             .slot
             .current()
-            .ok_or_else(|| bug(format!("task {} runs without a run", def.id)))?;
+            .ok_or_else(|| bug(format!("task {} runs without a run", def.id())))?;
         let command = RunCommand {
-            task: String::from(&*def.id),
+            task: String::from(def.id()),
             run_id: run.run_id.clone(),
             attempt: run.attempt,
             pass: run.pass,
@@ -221,7 +221,7 @@ impl Tasks {
             t.rt.slot
                 .accepts(&result.run_id, result.pass, t.def.run.accept)
         {
-            let task = t.def.id.clone();
+            let task = t.def.id().to_owned();
             self.reject(&task, &result, reason);
             return Ok(());
         }
@@ -319,7 +319,7 @@ impl Tasks {
         let (task, mut alarms) = self.slot_mut(i)?;
         let conflict = task.def.conflict;
         let (pool, priority) = (task.def.pool(), task.def.priority());
-        let id = task.def.id.clone();
+        let id = task.def.id().to_owned();
         let rejected = |this: &mut Tasks| {
             this.out.push(Action::Event(Event::LaunchRejected {
                 subject: Subject::task(&*id),
@@ -382,8 +382,8 @@ impl Tasks {
             }
         }
         let event = failure.event(
-            Subject::task(&*task.def.id),
-            task.rt.slot.last_run_id(&task.def.id),
+            Subject::task(task.def.id()),
+            task.rt.slot.last_run_id(task.def.id()),
             task.rt.slot.failures,
             error,
         );
@@ -400,7 +400,7 @@ impl Tasks {
             return Ok(());
         };
         let event = Event::RunTimedOut {
-            subject: Subject::task(&*task.def.id),
+            subject: Subject::task(task.def.id()),
             run_id: run.run_id,
             attempt: run.attempt,
             restarted: restart,
@@ -416,7 +416,7 @@ impl Tasks {
         let (task, mut alarms) = self.slot_mut(i)?;
         task.rt
             .slot
-            .reissue(&task.def.id, task.def.run.timeout, now, &mut alarms);
+            .reissue(task.def.id(), task.def.run.timeout, now, &mut alarms);
         self.mark(i)?;
         self.emit_run(i, true)
     }
@@ -457,7 +457,7 @@ impl Tasks {
                     self.timers.arm(next, (TimerKind::Cron, i));
                 }
                 self.mark(i)?;
-                let id = self.task(i)?.def.id.clone();
+                let id = self.task(i)?.def.id().to_owned();
                 self.launch(&id, BTreeMap::new(), now)
             }
             TimerKind::Hold => {
@@ -481,7 +481,7 @@ impl Tasks {
             return Ok(());
         };
         let event = Event::SlaMissed {
-            task: String::from(&*task.def.id),
+            task: String::from(task.def.id()),
             last_success: stamp::get(task.rt.last_success),
             expect_every: every,
         };
@@ -509,7 +509,7 @@ impl Tasks {
         };
         match command {
             Command::LaunchTask { params, .. } => {
-                let id = self.task(i)?.def.id.clone();
+                let id = self.task(i)?.def.id().to_owned();
                 self.launch(&id, params, now)
             }
             Command::Pause { .. } => self.pause(i, now),

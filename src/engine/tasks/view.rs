@@ -96,7 +96,7 @@ impl Tasks {
     pub(in crate::engine) fn summaries(&self) -> Vec<TaskSummary> {
         self.iter()
             .map(|task| TaskSummary {
-                id: String::from(&*task.def.id),
+                id: String::from(task.def.id()),
                 pool: self.pool_name(task.def.pool()),
                 state: task.rt.slot.phase,
                 since: stamp::get(task.rt.since),
@@ -112,7 +112,7 @@ impl Tasks {
         &self,
     ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
         self.iter()
-            .map(|t| (&*t.def.id, t.rt.slot.phase, stamp::get(t.rt.last_success)))
+            .map(|t| (t.def.id(), t.rt.slot.phase, stamp::get(t.rt.last_success)))
     }
 
     fn pool_name(&self, p: usize) -> String {
@@ -158,7 +158,7 @@ impl Tasks {
         // The trigger's ids are the configuration's.
         let global = |p: &crate::ctl::ParamId| self.table.global().name(*p);
         Some(TaskView {
-            id: String::from(&*def.id),
+            id: String::from(def.id()),
             pool: self.pool_name(def.pool()),
             priority: def.priority(),
             state: rt.slot.phase,
@@ -189,6 +189,6 @@ impl Tasks {
 
     /// Ids of the tasks this shard owns, in declaration order.
     pub(in crate::engine) fn ids(&self) -> impl Iterator<Item = &str> {
-        self.iter().map(|t| &*t.def.id)
+        self.iter().map(|t| t.def.id())
     }
 }

@@ -1,0 +1,122 @@
+//! The configured tasks: their definitions, and their ids back to back in
+//! one string. A configuration may hold millions of tasks: an id costs its
+//! bytes and 4 more here, where a `Box<str>` per task took 16 and an
+//! allocation of its own.
+
+use std::ops::Deref;
+
+use super::Task;
+
+/// The configured tasks, in file order (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct TaskList {
+    defs: Vec<Task>,
+    /// Every id, back to back.
+    ids: String,
+    /// Per task, where its id ends in `ids` (it starts where the previous
+    /// one ends).
+    ends: Vec<u32>,
+}
+
+/// One configured task: its definition (read through `Deref`) and its id,
+/// looked up when asked for (the engine reads a task's definition many
+/// times per input, its id far fewer).
+#[derive(Debug, Clone, Copy)]
+pub struct TaskRef<'a> {
+    /// The definition.
+    pub def: &'a Task,
+    list: &'a TaskList,
+    index: usize,
+}
+
+impl<'a> TaskRef<'a> {
+    /// Unique id.
+    pub fn id(&self) -> &'a str {
+        self.list.id(self.index).unwrap_or_default()
+    }
+}
+
+impl Deref for TaskRef<'_> {
+    type Target = Task;
+
+    fn deref(&self) -> &Task {
+        self.def
+    }
+}
+
+impl TaskList {
+    /// Adds task `id` defined by `def`.
+    pub fn push(&mut self, id: &str, def: Task) {
+        self.ids.push_str(id);
+        // 4 GiB of ids would not fit in memory first.
+        self.ends
+            .push(u32::try_from(self.ids.len()).unwrap_or(u32::MAX));
+        self.defs.push(def);
+    }
+
+    /// Gives back the room grown while the list was built.
+    pub fn shrink_to_fit(&mut self) {
+        self.defs.shrink_to_fit();
+        self.ids.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
+    /// Task `i`.
+    pub fn get(&self, i: usize) -> Option<TaskRef<'_>> {
+        Some(TaskRef {
+            def: self.defs.get(i)?,
+            list: self,
+            index: i,
+        })
+    }
+
+    /// The id of task `i`.
+    pub fn id(&self, i: usize) -> Option<&str> {
+        let start = match i.checked_sub(1) {
+            Some(previous) => *self.ends.get(previous)? as usize,
+            None => 0,
+        };
+        let end = *self.ends.get(i)? as usize;
+        self.ids.get(start..end)
+    }
+
+    /// Every task's id, in file order.
+    pub fn ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.id(i).unwrap_or_default())
+    }
+
+    /// The tasks, in file order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = TaskRef<'_>> + '_ {
+        (0..self.defs.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Number of tasks.
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+
+    #[test]
+    fn ids_read_back_in_file_order() {
+        let text = "[[task]]\nid = \"a\"\ntrigger = \"delta(x.a/max_dt, 1h)\"\n\n\
+                    [[task]]\nid = \"bb.c-1\"\ntrigger = \"delta(x.b/max_dt, 1h)\"\n\n\
+                    [[task]]\nid = \"d\"\ntrigger = \"delta(x.a/max_dt, 2h)\"\n";
+        let tasks = parse(text, "t.toml").unwrap().config.tasks;
+        assert_eq!(tasks.len(), 3);
+        assert_eq!(tasks.ids().collect::<Vec<_>>(), ["a", "bb.c-1", "d"]);
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id()).collect();
+        assert_eq!(ids, ["a", "bb.c-1", "d"]);
+        assert_eq!(tasks.iter().next_back().map(|t| t.id()), Some("d"));
+        assert_ne!(tasks.get(0).unwrap().trigger, tasks.get(2).unwrap().trigger);
+        assert!(tasks.get(3).is_none() && tasks.id(3).is_none());
+    }
+}
