@@ -7,7 +7,8 @@
 //! CEL expressions and checks names, limits and references, so every error
 //! names the file, line, subject (task, stage, job, process …) and field.
 //!
-//! One file per section: `task.rs` (pools and tasks), `stage.rs` (stages
+//! One file per section: `task.rs` (pools and tasks, kept in the list of
+//! `task_list.rs`), `stage.rs` (stages
 //! and `[offers]`), `job.rs`, `process.rs` (with `launch.rs`: its `on` and
 //! `schedule`), `kafka.rs`; `run.rs` holds the run policy keys every run
 //! target shares, `names.rs` the rules for names and topics, `pieces.rs`
