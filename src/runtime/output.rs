@@ -106,13 +106,7 @@ impl Out<'_> {
 impl OutRecords {
     /// Adds `record` (its key and value copied into the buffer).
     pub fn push(&mut self, record: OutRecord) {
-        let slot = self.slot(
-            record.topic,
-            record.partition,
-            &record.key,
-            record.payload.as_deref(),
-            record.headers,
-        );
+        let slot = self.slot(record);
         self.records.push(slot);
     }
 
@@ -149,19 +143,20 @@ impl OutRecords {
         start..self.bytes.len()
     }
 
-    fn slot(
-        &mut self,
-        topic: Arc<str>,
-        partition: Option<i32>,
-        key: &[u8],
-        payload: Option<&[u8]>,
-        headers: Vec<(String, Vec<u8>)>,
-    ) -> Slot {
+    /// `record` as a slot, its key and value copied into the buffer.
+    fn slot(&mut self, record: OutRecord) -> Slot {
+        let OutRecord {
+            topic,
+            partition,
+            key,
+            payload,
+            headers,
+        } = record;
         Slot {
             topic,
             partition,
-            key: self.put(key),
-            payload: payload.map(|p| self.put(p)),
+            key: self.put(&key),
+            payload: payload.map(|p| self.put(&p)),
             headers,
         }
     }
@@ -169,13 +164,7 @@ impl OutRecords {
     /// Replaces record `i` by `record` (its old bytes stay until the list
     /// is cleared).
     pub fn replace(&mut self, i: usize, record: OutRecord) {
-        let slot = self.slot(
-            record.topic,
-            record.partition,
-            &record.key,
-            record.payload.as_deref(),
-            record.headers,
-        );
+        let slot = self.slot(record);
         if let Some(old) = self.records.get_mut(i) {
             *old = slot;
         }
