@@ -53,7 +53,13 @@ fn entity(group: usize) -> String {
 
 /// The trigger of the `k`-th task on `entity`: 70% `delta`, 20%
 /// `chunk_delta(day)` (counted in Europe/Moscow), 10% `all(delta, delay)`.
-fn task(entity: &str, k: usize, moscow: &TimeZone, params: &mut ParamNames) -> Task {
+fn task(
+    entity: &str,
+    k: usize,
+    moscow: &TimeZone,
+    params: &mut ParamNames,
+    tasks: &mut TaskList,
+) -> Task {
     let p = format!("{entity}/{PARAM}");
     let (text, time_zone) = match k % 10 {
         0..=6 => (format!("delta({p}, 1h)"), TimeZone::UTC),
@@ -68,7 +74,7 @@ fn task(entity: &str, k: usize, moscow: &TimeZone, params: &mut ParamNames) -> T
         trigger: trigger::parse(&text)
             .expect("valid trigger")
             .map(&mut |name: &ParamName| params.intern(name.parts())),
-        time_zone,
+        zone: tasks.zone_index(&time_zone).expect("two zones"),
         run: std::sync::Arc::new(RunPolicy {
             timeout: config::DEFAULT_TIMEOUT,
             restart_after_timeout: true,
@@ -88,12 +94,15 @@ fn shard_config(groups: usize, hot: usize) -> Config {
     for g in 0..groups {
         let e = entity(g);
         for k in 0..PER_PARAM {
-            tasks.push(&format!("t{g}_{k}"), task(&e, k, &moscow, &mut params));
+            let def = task(&e, k, &moscow, &mut params, &mut tasks);
+            tasks.push(&format!("t{g}_{k}"), def);
         }
     }
     for k in 0..hot {
-        tasks.push(&format!("hot_{k}"), task(HOT, k, &moscow, &mut params));
+        let def = task(HOT, k, &moscow, &mut params, &mut tasks);
+        tasks.push(&format!("hot_{k}"), def);
     }
+    tasks.finish();
     Config {
         time_zone: TimeZone::UTC,
         strict: false,

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::ctl::{ParamId, ParamNames, Postings};
 use crate::engine::{Command, Input, Target};
-use crate::name_index::NameIndex;
 
 /// Kafka's murmur2 hash of `data` (seed 0x9747b28c), as `Utils.murmur2`.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -83,9 +82,8 @@ pub struct Router {
 #[derive(Debug)]
 struct Tables {
     /// The configured tasks (shared with the configuration), found by id
-    /// through `task_ids`: no copy of each id.
+    /// through their own index.
     tasks: Arc<crate::config::TaskList>,
-    task_ids: NameIndex,
     /// Per pool, its partition.
     pools: Vec<i32>,
     /// Process names (jobs' implicit processes included).
@@ -126,7 +124,6 @@ impl Router {
         Router {
             partitions,
             tables: Arc::new(Tables {
-                task_ids: NameIndex::of(config.tasks.ids()),
                 tasks: Arc::clone(&config.tasks),
                 pools,
                 processes,
@@ -167,8 +164,7 @@ impl Router {
     /// The partition of task `id`; `None` for a task not configured.
     pub fn task(&self, id: &str) -> Option<i32> {
         let tables = &*self.tables;
-        let i = tables.task_ids.get(id, |i| tables.tasks.id(i as usize))?;
-        let task = tables.tasks.get(i as usize)?;
+        let task = tables.tasks.get(tables.tasks.find(id)?)?;
         tables.pools.get(task.pool()).copied()
     }
 

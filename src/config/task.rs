@@ -98,8 +98,13 @@ pub struct Task {
     /// the names put back, its `Display` writes DSL text that parses back to
     /// it).
     pub trigger: Trigger<ParamId>,
-    /// Zone for chunk truncation and for `schedule`.
-    pub time_zone: TimeZone,
+    /// Index of its zone (for chunk truncation and for `schedule`) among
+    /// its list's zones ([`TaskList::zone_index`]), read through
+    /// [`TaskRef::time_zone`] (2 bytes where a zone takes 8: most tasks
+    /// share the global one).
+    ///
+    /// [`TaskRef::time_zone`]: super::TaskRef::time_zone
+    pub zone: u16,
     /// Timeout, result acceptance and retries of its runs (shared by the
     /// tasks whose policies are equal: most tasks take the defaults).
     pub run: Arc<RunPolicy>,
@@ -126,7 +131,7 @@ pub struct TaskExtra {
     /// Run topic override.
     pub topic: Option<String>,
     /// A cron schedule that launches the task ("run now", under `conflict`),
-    /// read in [`Task::time_zone`].
+    /// read in [`TaskRef::time_zone`](super::TaskRef::time_zone).
     pub schedule: Option<Cron>,
 }
 
@@ -224,6 +229,8 @@ pub(super) fn tasks(
     let mut ids = HashSet::new();
     let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
     let mut tasks = TaskList::default();
+    // The global zone is the list's first: index 0.
+    let global_zone = tasks.zone_index(cx.time_zone).unwrap_or(0);
     for (i, spanned) in files.iter().enumerate() {
         // The spans count from the start of the piece the task was read from.
         let source = &Source {
@@ -287,9 +294,21 @@ pub(super) fn tasks(
                     )
                 })?,
         };
-        let time_zone = match &t.time_zone {
-            Some(name) => section.zone(name)?,
-            None => cx.time_zone.clone(),
+        let zone = match &t.time_zone {
+            Some(name) => {
+                let zone = section.zone(name)?;
+                tasks.zone_index(&zone).ok_or_else(|| {
+                    section.invalid(
+                        name,
+                        "time_zone",
+                        format!(
+                            "more than {} distinct task time zones",
+                            super::task_list::MAX_ZONES
+                        ),
+                    )
+                })?
+            }
+            None => global_zone,
         };
         let (run, _) = run::policy(
             &section,
@@ -343,14 +362,14 @@ pub(super) fn tasks(
             Task {
                 pool,
                 trigger: trigger.map(&mut |name: &ParamName| params.intern(name.parts())),
-                time_zone,
+                zone,
                 run,
                 conflict: t.conflict.unwrap_or_default(),
                 extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
             },
         );
     }
-    tasks.shrink_to_fit();
+    tasks.finish();
     Ok(tasks)
 }
 
@@ -388,7 +407,7 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
         assert_eq!(task.run.timeout, Duration::from_secs(3600));
         assert_eq!(task.run.retry, RetryPolicy::default());
         assert_eq!(
-            task.time_zone.iana_name(),
+            task.time_zone().iana_name(),
             Some("Europe/Moscow"),
             "bundled tz database"
         );
@@ -507,14 +526,14 @@ retry = { attempts = 3, backoff = "1m", tiers = ["30m", "1d"] }
             Some("0 3 * * *")
         );
         assert_eq!(task.conflict, Conflict::Queue);
-        assert_eq!(task.time_zone.iana_name(), Some("Europe/Moscow"));
+        assert_eq!(task.time_zone().iana_name(), Some("Europe/Moscow"));
         assert_eq!(task.extra().topic.as_deref(), Some("reactor.runs"));
         let next = task
             .extra()
             .schedule
             .as_ref()
             .unwrap()
-            .next_after("2024-06-01T12:00:00Z".parse().unwrap(), &task.time_zone);
+            .next_after("2024-06-01T12:00:00Z".parse().unwrap(), task.time_zone());
         assert_eq!(next, Some("2024-06-02T00:00:00Z".parse().unwrap()));
     }
 

@@ -4,8 +4,12 @@
 //! allocation of its own.
 
 use std::ops::Deref;
+use std::sync::OnceLock;
+
+use jiff::tz::TimeZone;
 
 use super::Task;
+use crate::name_index::NameIndex;
 
 /// The configured tasks, in file order (see the module docs).
 #[derive(Debug, Clone, Default)]
@@ -16,7 +20,19 @@ pub struct TaskList {
     /// Per task, where its id ends in `ids` (it starts where the previous
     /// one ends).
     ends: Vec<u32>,
+    /// Task id → index: the one index by id that the router and every
+    /// shard use (built by [`TaskList::finish`], or at the first lookup
+    /// after a push).
+    by_id: OnceLock<NameIndex>,
+    /// The distinct zones of the tasks, which each task names by index.
+    zones: Vec<TimeZone>,
 }
+
+/// The zone of a task in a list built without zones.
+static UTC: TimeZone = TimeZone::UTC;
+
+/// The most distinct zones a list holds (a task names its zone in 2 bytes).
+pub const MAX_ZONES: usize = u16::MAX as usize + 1;
 
 /// One configured task: its definition (read through `Deref`) and its id,
 /// looked up when asked for (the engine reads a task's definition many
@@ -33,6 +49,14 @@ impl<'a> TaskRef<'a> {
     /// Unique id.
     pub fn id(&self) -> &'a str {
         self.list.id(self.index).unwrap_or_default()
+    }
+
+    /// Zone for chunk truncation and for `schedule`.
+    pub fn time_zone(&self) -> &'a TimeZone {
+        self.list
+            .zones
+            .get(usize::from(self.def.zone))
+            .unwrap_or(&UTC)
     }
 }
 
@@ -52,13 +76,42 @@ impl TaskList {
         self.ends
             .push(u32::try_from(self.ids.len()).unwrap_or(u32::MAX));
         self.defs.push(def);
+        self.by_id.take();
     }
 
-    /// Gives back the room grown while the list was built.
-    pub fn shrink_to_fit(&mut self) {
+    /// The index of `zone` among the list's zones, added when new; `None`
+    /// past [`MAX_ZONES`].
+    pub fn zone_index(&mut self, zone: &TimeZone) -> Option<u16> {
+        let at = match self.zones.iter().position(|z| z == zone) {
+            Some(at) => at,
+            None if self.zones.len() < MAX_ZONES => {
+                self.zones.push(zone.clone());
+                self.zones.len() - 1
+            }
+            None => return None,
+        };
+        u16::try_from(at).ok()
+    }
+
+    /// Ends the build: gives back the room grown while the list was built
+    /// and indexes the ids (sized once, where an index grown by doubling
+    /// holds up to twice the room).
+    pub fn finish(&mut self) {
         self.defs.shrink_to_fit();
         self.ids.shrink_to_fit();
         self.ends.shrink_to_fit();
+        self.by_id.take();
+        self.index();
+    }
+
+    fn index(&self) -> &NameIndex {
+        self.by_id.get_or_init(|| NameIndex::of(self.ids()))
+    }
+
+    /// The index of the task with id `id`.
+    pub fn find(&self, id: &str) -> Option<usize> {
+        let i = self.index().get(id, |i| self.id(i as usize))?;
+        Some(i as usize)
     }
 
     /// Task `i`.
@@ -118,5 +171,28 @@ mod tests {
         assert_eq!(tasks.iter().next_back().map(|t| t.id()), Some("d"));
         assert_ne!(tasks.get(0).unwrap().trigger, tasks.get(2).unwrap().trigger);
         assert!(tasks.get(3).is_none() && tasks.id(3).is_none());
+        assert_eq!(tasks.find("bb.c-1"), Some(1));
+        assert_eq!(tasks.find("d"), Some(2));
+        assert_eq!(tasks.find("bb"), None);
+    }
+
+    #[test]
+    fn tasks_share_their_zones() {
+        let text = "time_zone = \"Europe/Moscow\"\n\
+                    [[task]]\nid = \"a\"\ntrigger = \"delta(x.a/max_dt, 1h)\"\n\
+                    [[task]]\nid = \"b\"\ntrigger = \"delta(x.b/max_dt, 1h)\"\ntime_zone = \"Asia/Tokyo\"\n\
+                    [[task]]\nid = \"c\"\ntrigger = \"delta(x.c/max_dt, 1h)\"\ntime_zone = \"Asia/Tokyo\"\n\
+                    [[task]]\nid = \"d\"\ntrigger = \"delta(x.d/max_dt, 1h)\"\ntime_zone = \"Europe/Moscow\"\n";
+        let tasks = parse(text, "t.toml").unwrap().config.tasks;
+        let zones: Vec<_> = tasks
+            .iter()
+            .map(|t| t.time_zone().iana_name().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            zones,
+            ["Europe/Moscow", "Asia/Tokyo", "Asia/Tokyo", "Europe/Moscow"]
+        );
+        assert_eq!(tasks.zones.len(), 2);
+        assert_eq!(tasks.find("c"), Some(2));
     }
 }

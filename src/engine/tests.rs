@@ -233,3 +233,26 @@ fn a_launched_task_keeps_no_rare_part_once_its_runs_are_done() {
     assert_eq!(runs, 2, "the queued launch ran after the first");
     assert_eq!(sim.engine().tasks.with_rare_part(), 0);
 }
+
+/// A shard holding some of the configured tasks finds each of its own by
+/// id (through the configuration's index, then its entries in the
+/// configuration's order) and none of the others.
+#[test]
+fn a_shard_finds_its_own_tasks_by_id() {
+    let mut text = String::from("[[pool]]\nname = \"a\"\n[[pool]]\nname = \"b\"\n");
+    for i in 0..200 {
+        let pool = if i % 3 == 0 { "a" } else { "b" };
+        text.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\npool = \"{pool}\"\ntrigger = \"delta(x.t{i}/max_dt, 1h)\"\n"
+        ));
+    }
+    let config = config::parse(&text, "find.toml").unwrap().config;
+    let a = super::Engine::for_shard(&config, |pool| pool == "a");
+    let b = super::Engine::for_shard(&config, |pool| pool == "b");
+    for i in 0..200 {
+        let id = format!("t{i}");
+        assert_eq!(a.has_task(&id), i % 3 == 0, "{id}");
+        assert_eq!(b.has_task(&id), i % 3 != 0, "{id}");
+    }
+    assert!(!a.has_task("t200") && !b.has_task(""));
+}

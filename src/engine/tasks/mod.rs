@@ -23,7 +23,6 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, TaskList, TaskRef};
 use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
-use crate::name_index::NameIndex;
 use crate::run::{Alarms, Due, RunSlot};
 use crate::stamp::{self, Stamp};
 use crate::task::{Hold, PoolQueue, TaskState};
@@ -298,9 +297,9 @@ pub(super) struct Tasks {
     table: CtlTable,
     /// The configuration's tasks, which entries name by index.
     defs: Arc<TaskList>,
+    /// In the order of the configuration's list (found by id through its
+    /// index, then by `def`).
     tasks: Vec<Entry>,
-    /// Task id → index in `tasks`.
-    by_id: NameIndex,
     /// Parameter → tasks whose trigger references it.
     index: Postings<u32>,
     /// Parameter → tasks that produce it.
@@ -381,11 +380,6 @@ impl Tasks {
         table.shrink_to_fit();
         Tasks {
             table,
-            by_id: NameIndex::of(
-                tasks
-                    .iter()
-                    .map(|e: &Entry| config.tasks.get(e.def as usize).map_or("", |t| t.id())),
-            ),
             defs: Arc::clone(&config.tasks),
             tasks,
             index: Postings::build(&index),
@@ -451,7 +445,7 @@ impl Tasks {
             }
             let task = self.task_mut(i)?;
             if let (Some(cron), None) = (&task.def.extra().schedule, task.rt.rare().cron_at) {
-                if let Some(at) = cron.next_after(now, &task.def.time_zone) {
+                if let Some(at) = cron.next_after(now, task.def.time_zone()) {
                     task.rt.rare_mut().cron_at = Some(at);
                     self.timers.arm(at, (TimerKind::Cron, i));
                     self.mark(i)?;
@@ -614,8 +608,11 @@ impl Tasks {
 
     /// The index of the task with id `id`.
     fn find(&self, id: &str) -> Option<u32> {
-        self.by_id
-            .get(id, |i| self.task(i).ok().map(|t| t.def.id()))
+        // Entries follow the configuration's order, so a shard keeps no
+        // index by id of its own.
+        let def = u32::try_from(self.defs.find(id)?).ok()?;
+        let i = self.tasks.binary_search_by_key(&def, |e| e.def).ok()?;
+        u32::try_from(i).ok()
     }
 
     #[inline]

@@ -46,7 +46,7 @@ impl Tasks {
             table: &self.table,
             last: &task.rt.last_seen,
         };
-        Ok(task.def.trigger.eval(&values, now, &task.def.time_zone))
+        Ok(task.def.trigger.eval(&values, now, task.def.time_zone()))
     }
 
     fn set_state(&mut self, i: u32, state: TaskState, now: Timestamp) -> Result<(), Error> {
@@ -451,7 +451,7 @@ impl Tasks {
                     .extra()
                     .schedule
                     .as_ref()
-                    .and_then(|c| c.next_after(at.max(now), &task.def.time_zone));
+                    .and_then(|c| c.next_after(at.max(now), task.def.time_zone()));
                 task.rt.rare_mut().cron_at = next;
                 if let Some(next) = next {
                     self.timers.arm(next, (TimerKind::Cron, i));

@@ -183,7 +183,7 @@ impl Tasks {
             trigger: def.trigger.to_dsl(&|p| global(p).joined()),
             explain: def
                 .trigger
-                .explain(&values, now, &def.time_zone, &|p| global(p).joined()),
+                .explain(&values, now, def.time_zone(), &|p| global(p).joined()),
         })
     }
 
