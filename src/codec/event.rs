@@ -5,7 +5,7 @@ use jiff::Timestamp;
 
 use super::error::{required, DecodeError};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
-use super::wire::{decode, encode, Format};
+use super::wire::{decode, encode_into, Format};
 use crate::action::{Event, Subject};
 use crate::duration;
 use crate::ops::Match;
@@ -74,6 +74,13 @@ fn put_subject(m: &mut v1::Event, subject: &Subject) {
 
 /// Encodes an event decided at `at`.
 pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_event_into(event, at, format, &mut buf);
+    buf
+}
+
+/// [`encode_event`], appended to `buf`.
+pub fn encode_event_into(event: &Event, at: Timestamp, format: Format, buf: &mut Vec<u8>) {
     let ts = |t: &Timestamp| Some(timestamp_to_proto(*t));
     let mut m = v1::Event {
         kind: event_kind(event).to_string(),
@@ -275,7 +282,7 @@ pub fn encode_event(event: &Event, at: Timestamp, format: Format) -> Vec<u8> {
             m.mode = Some(mode.clone());
         }
     }
-    encode(&m, format)
+    encode_into(&m, format, buf);
 }
 
 fn match_to_proto(x: &Match) -> v1::SearchMatch {

@@ -47,16 +47,19 @@ pub use changelog::{
 pub use command::{decode_command, encode_command};
 pub use ctl::{decode_ctl_change, encode_ctl_change, read_ctl_change, CtlChange, CtlRecord};
 pub use error::DecodeError;
-pub use event::{decode_event, encode_event, event_kind};
+pub use event::{decode_event, encode_event, encode_event_into, event_kind};
 pub use json::{to_json, MessageKind};
 pub use mark::{decode_ctl_dead_mark, encode_ctl_dead_mark};
-pub use offer::{decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state};
+pub use offer::{
+    decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state,
+    encode_offer_state_into,
+};
 pub use record::decode_event_record;
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{
     decode_run_command, decode_stage_run_command, decode_step_run_command, encode_run_command,
-    encode_run_command_into, encode_stage_run_command, encode_step_run_command, KIND_STAGE,
-    KIND_STEP, KIND_TASK,
+    encode_run_command_into, encode_stage_run_command, encode_stage_run_command_into,
+    encode_step_run_command, encode_step_run_command_into, KIND_STAGE, KIND_STEP, KIND_TASK,
 };
 pub use time::{timestamp_from_proto, timestamp_to_proto};
 pub use wire::{is_json, Format};

@@ -5,7 +5,9 @@ use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
 use super::limits::check_name;
-use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
+use super::structs::{
+    body_from_struct, encode_with_json, encode_with_json_into, json_from_value, JsonField,
+};
 use super::time::{required_ts, timestamp_to_proto};
 use super::validate;
 use super::wire::{decode, Format};
@@ -99,6 +101,18 @@ pub fn encode_offer_change(change: &OfferChange, format: Format) -> Vec<u8> {
 /// Encodes an `OfferState` committed at `at`. The body is always written
 /// (`{}` when empty), so a consumer never has to tell absent from empty.
 pub fn encode_offer_state(state: &OfferState, at: Timestamp, format: Format) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_offer_state_into(state, at, format, &mut buf);
+    buf
+}
+
+/// [`encode_offer_state`], appended to `buf`.
+pub fn encode_offer_state_into(
+    state: &OfferState,
+    at: Timestamp,
+    format: Format,
+    buf: &mut Vec<u8>,
+) {
     let m = v1::OfferState {
         offer_id: state.offer.clone(),
         version: state.version,
@@ -108,14 +122,15 @@ pub fn encode_offer_state(state: &OfferState, at: Timestamp, format: Format) -> 
         committed_at: Some(timestamp_to_proto(at)),
         ..Default::default()
     };
-    encode_with_json(
+    encode_with_json_into(
         &m,
         &[
             (3, "body", JsonField::Struct(&state.body)),
             (6, "states", JsonField::ValueMap(&state.states)),
         ],
         format,
-    )
+        buf,
+    );
 }
 
 /// Decodes an `OfferState` and its commit time (protobuf or JSON), for

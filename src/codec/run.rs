@@ -6,7 +6,7 @@ use prost::encoding::{btree_map, string};
 
 use super::error::{non_empty, DecodeError};
 use super::put::{put_str, put_ts, put_uint, str_len, ts_len, uint_len};
-use super::structs::{body_from_struct, encode_with_json, json_from_value, JsonField};
+use super::structs::{body_from_struct, encode_with_json_into, json_from_value, JsonField};
 use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map_len};
 use super::wire::{decode, encode, Format};
 use crate::action::{RunCommand, StageRunCommand, StepRunCommand};
@@ -31,6 +31,19 @@ pub fn encode_step_run_command(
     issued_at: Timestamp,
     format: Format,
 ) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_step_run_command_into(command, reply_topic, issued_at, format, &mut buf);
+    buf
+}
+
+/// [`encode_step_run_command`], appended to `buf`.
+pub fn encode_step_run_command_into(
+    command: &StepRunCommand,
+    reply_topic: &str,
+    issued_at: Timestamp,
+    format: Format,
+    buf: &mut Vec<u8>,
+) {
     let m = v1::RunCommand {
         run_id: command.run_id.clone(),
         kind: KIND_STEP.to_string(),
@@ -52,7 +65,7 @@ pub fn encode_step_run_command(
         (35, "args", JsonField::Struct(&command.params)),
         (36, "context", JsonField::Struct(&command.context)),
     ];
-    encode_with_json(&m, &fields, format)
+    encode_with_json_into(&m, &fields, format, buf);
 }
 
 /// Decodes a step run command as a job worker sees it (protobuf or JSON).
@@ -201,6 +214,19 @@ pub fn encode_stage_run_command(
     issued_at: Timestamp,
     format: Format,
 ) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_stage_run_command_into(command, reply_topic, issued_at, format, &mut buf);
+    buf
+}
+
+/// [`encode_stage_run_command`], appended to `buf`.
+pub fn encode_stage_run_command_into(
+    command: &StageRunCommand,
+    reply_topic: &str,
+    issued_at: Timestamp,
+    format: Format,
+    buf: &mut Vec<u8>,
+) {
     let m = v1::RunCommand {
         run_id: command.run_id.clone(),
         kind: KIND_STAGE.to_string(),
@@ -220,7 +246,7 @@ pub fn encode_stage_run_command(
     if let Some(state) = command.state.as_ref().filter(|s| !s.is_null()) {
         fields.push((24, "state", JsonField::Value(state)));
     }
-    encode_with_json(&m, &fields, format)
+    encode_with_json_into(&m, &fields, format, buf);
 }
 
 /// Decodes a stage run command as a stage worker sees it (protobuf or

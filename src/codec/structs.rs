@@ -22,7 +22,7 @@ use serde_json::{Map, Number, Value as Json};
 
 use super::error::DecodeError;
 use super::put::{delimited_len, put_bytes, put_len};
-use super::wire::Format;
+use super::wire::{encode_into, Format};
 use crate::offer::{normalize, normalize_body, Body};
 
 /// A body from a `Struct`, members sorted by key, numbers normalised.
@@ -143,13 +143,26 @@ pub(super) fn encode_with_json<M>(
 where
     M: Message + Serialize,
 {
+    let mut buf = Vec::new();
+    encode_with_json_into(message, fields, format, &mut buf);
+    buf
+}
+
+/// [`encode_with_json`], appended to `buf`.
+pub(super) fn encode_with_json_into<M>(
+    message: &M,
+    fields: &[(u32, &'static str, JsonField<'_>)],
+    format: Format,
+    buf: &mut Vec<u8>,
+) where
+    M: Message + Serialize,
+{
     match format {
         Format::Protobuf => {
-            let mut buf = message.encode_to_vec();
-            put_fields(fields, &mut buf);
-            buf
+            encode_into(message, format, buf);
+            put_fields(fields, buf);
         }
-        Format::Json => serde_json::to_vec(&json_with(message, fields))
+        Format::Json => serde_json::to_writer(buf, &json_with(message, fields))
             .expect("a JSON value with string keys serializes"),
     }
 }

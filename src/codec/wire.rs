@@ -65,9 +65,22 @@ pub(super) fn encode<M>(message: &M, format: Format) -> Vec<u8>
 where
     M: Message + Serialize,
 {
+    let mut buf = Vec::new();
+    encode_into(message, format, &mut buf);
+    buf
+}
+
+/// [`encode`], appended to `buf` (a batch's records share one buffer).
+pub(super) fn encode_into<M>(message: &M, format: Format, buf: &mut Vec<u8>)
+where
+    M: Message + Serialize,
+{
     match format {
-        Format::Protobuf => message.encode_to_vec(),
-        Format::Json => serde_json::to_vec(message).expect(
+        // `encode` fails only when a fixed buffer lacks room; a `Vec` grows.
+        Format::Protobuf => {
+            let _ = message.encode(buf);
+        }
+        Format::Json => serde_json::to_writer(buf, message).expect(
             "messages built from core values serialize: their enums are known \
              and jiff timestamps are within the JSON timestamp range",
         ),

@@ -279,48 +279,52 @@ pub fn encode(
     out: &mut OutRecords,
 ) {
     let topics = &settings.topics;
+    // Every record is written in place into the batch's one buffer.
     for action in actions {
-        let record = match action {
-            Action::StageRun(run) => OutRecord {
-                payload: Some(codec::encode_stage_run_command(
-                    &run,
-                    &topics.results,
-                    now,
-                    settings.formats.runs,
-                )),
-                partition: None,
-                // Keyed by the offer: a worker's reply (keyed alike) comes
-                // back to the partition that owns the offer.
-                key: run.offer.into_bytes(),
-                topic: Arc::from(run.topic),
-                headers: Vec::new(),
-            },
-            Action::StepRun(run) => OutRecord {
-                payload: Some(codec::encode_step_run_command(
-                    &run,
-                    &topics.results,
-                    now,
-                    settings.formats.runs,
-                )),
-                partition: None,
-                // Keyed by the business key: the worker's reply (keyed alike)
-                // comes back to the partition that owns the key.
-                key: run.key.into_bytes(),
-                topic: Arc::from(run.topic),
-                headers: Vec::new(),
-            },
-            Action::OfferState(state) => OutRecord {
-                payload: Some(codec::encode_offer_state(
-                    &state,
-                    now,
-                    settings.formats.offer_state,
-                )),
-                topic: Arc::clone(&names.offer_state),
-                partition: None,
-                key: state.offer.into_bytes(),
-                headers: Vec::new(),
-            },
-            // The two records of every fired task, written in place.
+        match action {
+            // Keyed by the offer: a worker's reply (keyed alike) comes back
+            // to the partition that owns the offer.
+            Action::StageRun(run) => out.push_with(
+                Arc::from(run.topic.as_str()),
+                None,
+                |key| key.extend_from_slice(run.offer.as_bytes()),
+                |buf| {
+                    codec::encode_stage_run_command_into(
+                        &run,
+                        &topics.results,
+                        now,
+                        settings.formats.runs,
+                        buf,
+                    );
+                    true
+                },
+            ),
+            // Keyed by the business key: the worker's reply (keyed alike)
+            // comes back to the partition that owns the key.
+            Action::StepRun(run) => out.push_with(
+                Arc::from(run.topic.as_str()),
+                None,
+                |key| key.extend_from_slice(run.key.as_bytes()),
+                |buf| {
+                    codec::encode_step_run_command_into(
+                        &run,
+                        &topics.results,
+                        now,
+                        settings.formats.runs,
+                        buf,
+                    );
+                    true
+                },
+            ),
+            Action::OfferState(state) => out.push_with(
+                Arc::clone(&names.offer_state),
+                None,
+                |key| key.extend_from_slice(state.offer.as_bytes()),
+                |buf| {
+                    codec::encode_offer_state_into(&state, now, settings.formats.offer_state, buf);
+                    true
+                },
+            ),
             Action::Run(run) => {
                 let topic = match &run.topic {
                     Some(topic) => Arc::from(topic.as_str()),
@@ -342,15 +346,16 @@ pub fn encode(
                         true
                     },
                 );
-                continue;
             }
-            Action::Event(event) => OutRecord {
-                topic: Arc::clone(&names.events),
-                partition: None,
-                key: event.key().as_bytes().to_vec(),
-                payload: Some(codec::encode_event(&event, now, settings.formats.events)),
-                headers: Vec::new(),
-            },
+            Action::Event(event) => out.push_with(
+                Arc::clone(&names.events),
+                None,
+                |key| key.extend_from_slice(event.key().as_bytes()),
+                |buf| {
+                    codec::encode_event_into(&event, now, settings.formats.events, buf);
+                    true
+                },
+            ),
             Action::Changelog(record) => {
                 let ChangelogRecord { store, key, value } = record;
                 out.push_with(
@@ -365,10 +370,8 @@ pub fn encode(
                         None => false,
                     },
                 );
-                continue;
             }
-        };
-        out.push(record);
+        }
     }
 }
 
