@@ -176,7 +176,7 @@ fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
         })
     };
     let (launch, again) = (launch(&r.launch), launch(&r.again));
-    let run_len = slot.run.as_deref().map(run_len);
+    let run_len = slot.run().map(run_len);
     let len = uint_len(1, state)
         + opt_ts_len(2, r.since)
         + opt_ts_len(3, r.queued_at)
@@ -210,7 +210,7 @@ fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
     put_uint(5, slot.failures.into(), buf);
     put_uint(6, slot.run_seq, buf);
     put_uint(7, slot.pass_seq, buf);
-    if let (Some(run), Some(n)) = (&slot.run, run_len) {
+    if let (Some(run), Some(n)) = (slot.run(), run_len) {
         put_len(TASK_RUN, n, buf);
         put_str(1, &run.run_id, buf);
         put_uint(2, run.attempt.into(), buf);
@@ -467,7 +467,7 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
         timer: ts(&s.timer),
         lane: lane_to_proto(s.lane).into(),
         queued_at: ts(&s.queued_at),
-        run: s.slot.run.as_deref().cloned().map(run_to_proto),
+        run: s.slot.run().cloned().map(run_to_proto),
         run_version: s.run_version,
         run_seq: s.slot.run_seq,
         pass_seq: s.slot.pass_seq,

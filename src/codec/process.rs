@@ -110,12 +110,7 @@ fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
         run_seq: i.slot.run_seq,
         pass_seq: i.slot.pass_seq,
         failures: i.slot.failures,
-        run: i
-            .slot
-            .run
-            .as_deref()
-            .cloned()
-            .map(super::changelog::run_to_proto),
+        run: i.slot.run().cloned().map(super::changelog::run_to_proto),
         wake_at: ts(&i.slot.wake_at()),
         last_error: i.slot.last_error().map(str::to_string),
         queued: i.queued.map(|q| key_record::Placement {

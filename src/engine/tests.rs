@@ -157,7 +157,7 @@ proptest! {
         }
         for (i, slot) in engine.tasks.slots().enumerate() {
             let running = slot.phase == crate::task::TaskState::Running;
-            prop_assert_eq!(running, slot.run.is_some(), "task {} run/state mismatch", i);
+            prop_assert_eq!(running, slot.run().is_some(), "task {} run/state mismatch", i);
         }
     }
 }

@@ -23,7 +23,7 @@ fn waiting(phase: Phase) -> bool {
 /// When a slot entered its state, as far as the slot knows.
 fn since(slot: &SlotRecord) -> Option<Timestamp> {
     match slot.slot.phase {
-        Phase::Running => slot.slot.run.as_ref().map(|r| r.dispatched_at),
+        Phase::Running => slot.slot.run().map(|r| r.dispatched_at),
         Phase::Queued => slot.queued_at,
         _ => slot.slot.failed_at(),
     }
@@ -88,8 +88,7 @@ impl Offers {
                     run_seq: slot.slot.run_seq,
                     attempt: slot
                         .slot
-                        .run
-                        .as_ref()
+                        .run()
                         .map(|r| r.attempt)
                         .or((slot.slot.failures > 0).then_some(slot.slot.failures)),
                     recoverable: recovers && waiting(slot.slot.phase),

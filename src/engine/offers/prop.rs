@@ -203,7 +203,7 @@ proptest! {
             let busy = rt.slots.iter().filter(|(_, x)| x.slot.phase == Phase::Running).count();
             prop_assert!(busy <= 1, "{} runs {} stages at once", id, busy);
             for (s, slot) in &rt.slots {
-                prop_assert_eq!(slot.slot.phase == Phase::Running, slot.slot.run.is_some(), "{}/{} run/phase", id, s);
+                prop_assert_eq!(slot.slot.phase == Phase::Running, slot.slot.run().is_some(), "{}/{} run/phase", id, s);
                 if slot.slot.phase == Phase::Running {
                     running[*s as usize] += 1;
                 }

@@ -58,8 +58,7 @@ fn item<'a>(
         step_index: Some(inst.step),
         run_seq: slot.run_seq,
         attempt: slot
-            .run
-            .as_ref()
+            .run()
             .map(|r| r.attempt)
             .or((slot.failures > 0).then_some(slot.failures)),
         recoverable,
@@ -106,7 +105,7 @@ impl Processes {
             let item = match (&record.active, &record.last) {
                 (Some(inst), _) => {
                     let at = match inst.slot.phase {
-                        Phase::Running => inst.slot.run.as_ref().map(|r| r.dispatched_at),
+                        Phase::Running => inst.slot.run().map(|r| r.dispatched_at),
                         Phase::Queued => Some(inst.progress_at),
                         _ => inst.slot.failed_at(),
                     };
@@ -219,7 +218,7 @@ impl Processes {
                 last.instance = None;
             }
             let mut revived = inst;
-            revived.slot.run = None;
+            revived.slot.take_run();
             revived.slot.take_wake();
             revived.started_at = now;
             revived.progress_at = now;

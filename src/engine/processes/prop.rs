@@ -187,7 +187,7 @@ proptest! {
         for (p, key, record) in processes.keys.iter() {
             let Some(inst) = &record.active else { continue };
             let j = processes.current_job(p, key).unwrap() as usize;
-            prop_assert_eq!(inst.slot.phase == Phase::Running, inst.slot.run.is_some(), "{}/{}", p, key);
+            prop_assert_eq!(inst.slot.phase == Phase::Running, inst.slot.run().is_some(), "{}/{}", p, key);
             prop_assert_eq!(inst.slot.phase == Phase::Queued, inst.queued.is_some(), "{}/{}", p, key);
             if inst.slot.phase == Phase::Running {
                 running[j] += 1;

@@ -43,10 +43,20 @@ struct TaskRt {
     since: Option<Stamp>,
     last_seen: Seen,
     last_success: Option<Stamp>,
-    /// What a queued or running task carries (see [`Flight`]); `None`
-    /// while it is neither (from the end of the step that emptied it).
-    flight: Option<Box<Flight>>,
-    /// What few tasks carry (see [`Rare`]); `None` while all of it is unset.
+    /// What a queued or running task carries and what few tasks carry
+    /// (see [`Cold`]); `None` while none of it is set (from the end of the
+    /// step that emptied it).
+    cold: Option<Box<Cold>>,
+}
+
+/// The parts of a task's state most tasks do not hold most of the time,
+/// behind one pointer in the task (a shard holds millions of tasks, most of
+/// them idle and setting none of the rare part).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Cold {
+    /// Set while queued or running.
+    flight: Flight,
+    /// Set by few tasks; `None` while all of it is unset.
     rare: Option<Box<Rare>>,
 }
 
@@ -95,78 +105,75 @@ static UNSET: Rare = Rare {
 impl TaskRt {
     /// The rarely set part (all unset when there is none).
     fn rare(&self) -> &Rare {
-        self.rare.as_deref().unwrap_or(&UNSET)
+        self.cold
+            .as_ref()
+            .and_then(|c| c.rare.as_deref())
+            .unwrap_or(&UNSET)
     }
 
     /// The rarely set part, to set something in it.
     fn rare_mut(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Box::default)
+        self.cold
+            .get_or_insert_with(Box::default)
+            .rare
+            .get_or_insert_with(Box::default)
     }
 
     /// The rarely set part if there is one: to clear something in it.
     fn rare_set(&mut self) -> Option<&mut Rare> {
-        self.rare.as_deref_mut()
+        self.cold.as_deref_mut()?.rare.as_deref_mut()
+    }
+
+    /// The in-flight part, to set something in it.
+    fn flight_mut(&mut self) -> &mut Flight {
+        &mut self.cold.get_or_insert_with(Box::default).flight
     }
 
     /// When it was queued, while it is.
     fn queued_at(&self) -> Option<Stamp> {
-        self.flight.as_ref().and_then(|f| f.queued_at)
+        self.cold.as_ref().and_then(|c| c.flight.queued_at)
     }
 
     /// Sets or clears when it was queued.
     fn set_queued_at(&mut self, at: Option<Stamp>) {
-        match (&mut self.flight, at) {
-            (Some(f), at) => f.queued_at = at,
-            (None, None) => {}
-            (None, at) => {
-                self.flight = Some(Box::new(Flight {
-                    queued_at: at,
-                    ..Flight::default()
-                }))
-            }
+        if at.is_some() || self.cold.is_some() {
+            self.flight_mut().queued_at = at;
         }
     }
 
     /// The values its run was dispatched with, while it runs.
     fn snapshot(&self) -> &[(ParamId, Stamp)] {
-        self.flight.as_ref().map_or(&[], |f| &f.snapshot)
+        self.cold.as_ref().map_or(&[], |c| &c.flight.snapshot)
     }
 
     /// Sets the values its run is dispatched with.
     fn set_snapshot(&mut self, snapshot: Seen) {
-        match &mut self.flight {
-            Some(f) => f.snapshot = snapshot,
-            None if snapshot.is_empty() => {}
-            None => {
-                self.flight = Some(Box::new(Flight {
-                    snapshot,
-                    ..Flight::default()
-                }))
-            }
+        if !snapshot.is_empty() || self.cold.is_some() {
+            self.flight_mut().snapshot = snapshot;
         }
     }
 
     /// Takes the values its run was dispatched with.
     fn take_snapshot(&mut self) -> Seen {
-        self.flight
+        self.cold
             .as_mut()
-            .map(|f| std::mem::take(&mut f.snapshot))
+            .map(|c| std::mem::take(&mut c.flight.snapshot))
             .unwrap_or_default()
     }
 
     /// Drops the rarely set and in-flight parts once nothing in them is set
     /// (at the end of a step: a task queued and dispatched in one step
-    /// allocates its in-flight part once).
+    /// allocates its cold part once).
     fn tidy(&mut self) {
-        if self.rare.as_deref() == Some(&UNSET) {
-            self.rare = None;
+        let Some(cold) = self.cold.as_deref_mut() else {
+            return;
+        };
+        if cold.rare.as_deref() == Some(&UNSET) {
+            cold.rare = None;
         }
-        if self
-            .flight
-            .as_deref()
-            .is_some_and(|f| f.queued_at.is_none() && f.snapshot.is_empty())
+        if cold.rare.is_none() && cold.flight.queued_at.is_none() && cold.flight.snapshot.is_empty()
         {
-            self.flight = None;
+            self.cold = None;
         }
     }
 }
@@ -257,7 +264,10 @@ impl Tasks {
 
     /// Tasks holding a rarely set part.
     pub(in crate::engine) fn with_rare_part(&self) -> usize {
-        self.tasks.iter().filter(|e| e.rt.rare.is_some()).count()
+        self.tasks
+            .iter()
+            .filter(|e| e.rt.cold.as_ref().is_some_and(|c| c.rare.is_some()))
+            .count()
     }
 }
 
@@ -733,5 +743,16 @@ impl Tasks {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A shard holds up to millions of entries, most of them idle: an
+    /// entry's size is most of the memory a task takes.
+    #[test]
+    fn a_task_entry_stays_small() {
+        assert!(std::mem::size_of::<crate::run::RunSlot>() <= 32);
+        assert!(std::mem::size_of::<super::Entry>() <= 88);
     }
 }

@@ -52,8 +52,7 @@ impl Tasks {
                 step_index: None,
                 run_seq: slot.run_seq,
                 attempt: slot
-                    .run
-                    .as_ref()
+                    .run()
                     .map(|r| r.attempt)
                     .or((slot.failures > 0).then_some(slot.failures)),
                 recoverable: waiting(slot.phase)

@@ -2,7 +2,7 @@
 //! Records name parameters (`entity/param`) because parameter ids are local
 //! to one engine.
 
-use super::{Flight, Rare, TaskRt, Tasks};
+use super::{Cold, Flight, Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::ctl::{ParamId, ParamName, ParamValues};
 use crate::engine::Error;
@@ -58,20 +58,22 @@ impl Tasks {
         let mut rt = TaskRt {
             slot: r.slot.clone(),
             since: r.since.map(Stamp::from),
-            flight: Some(Box::new(Flight {
-                queued_at: r.queued_at.map(Stamp::from),
-                snapshot: ids(&r.snapshot)?.into(),
-            })),
             last_seen: ids(&r.last_seen)?.into(),
             last_success: r.last_success.map(Stamp::from),
-            rare: Some(Box::new(Rare {
-                sla_due: r.sla_due,
-                hold: r.hold,
-                pause_requested: r.pause_requested,
-                launch: r.launch.clone(),
-                again: r.again.clone(),
-                cron_at: r.cron_at,
-                source: r.source.clone(),
+            cold: Some(Box::new(Cold {
+                flight: Flight {
+                    queued_at: r.queued_at.map(Stamp::from),
+                    snapshot: ids(&r.snapshot)?.into(),
+                },
+                rare: Some(Box::new(Rare {
+                    sla_due: r.sla_due,
+                    hold: r.hold,
+                    pause_requested: r.pause_requested,
+                    launch: r.launch.clone(),
+                    again: r.again.clone(),
+                    cron_at: r.cron_at,
+                    source: r.source.clone(),
+                })),
             })),
         };
         rt.tidy();

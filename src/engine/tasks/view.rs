@@ -165,7 +165,7 @@ impl Tasks {
             since: stamp::get(rt.since),
             failures: rt.slot.failures,
             wake_at: rt.slot.wake_at(),
-            run: rt.slot.run.as_deref().cloned(),
+            run: rt.slot.run().cloned(),
             current: def
                 .trigger
                 .params()
