@@ -137,6 +137,20 @@ impl OutRecords {
         });
     }
 
+    /// Adds a record to `topic` keyed by `key`, partitioned by the
+    /// producer, whose value `write` appends.
+    pub fn push_keyed(&mut self, topic: Arc<str>, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
+        self.push_with(
+            topic,
+            None,
+            |buf| buf.extend_from_slice(key.as_bytes()),
+            |buf| {
+                write(buf);
+                true
+            },
+        );
+    }
+
     fn put(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(bytes);
@@ -284,11 +298,8 @@ pub fn encode(
         match action {
             // Keyed by the offer: a worker's reply (keyed alike) comes back
             // to the partition that owns the offer.
-            Action::StageRun(run) => out.push_with(
-                Arc::from(run.topic.as_str()),
-                None,
-                |key| key.extend_from_slice(run.offer.as_bytes()),
-                |buf| {
+            Action::StageRun(run) => {
+                out.push_keyed(Arc::from(run.topic.as_str()), &run.offer, |buf| {
                     codec::encode_stage_run_command_into(
                         &run,
                         &topics.results,
@@ -296,16 +307,12 @@ pub fn encode(
                         settings.formats.runs,
                         buf,
                     );
-                    true
-                },
-            ),
+                });
+            }
             // Keyed by the business key: the worker's reply (keyed alike)
             // comes back to the partition that owns the key.
-            Action::StepRun(run) => out.push_with(
-                Arc::from(run.topic.as_str()),
-                None,
-                |key| key.extend_from_slice(run.key.as_bytes()),
-                |buf| {
+            Action::StepRun(run) => {
+                out.push_keyed(Arc::from(run.topic.as_str()), &run.key, |buf| {
                     codec::encode_step_run_command_into(
                         &run,
                         &topics.results,
@@ -313,49 +320,34 @@ pub fn encode(
                         settings.formats.runs,
                         buf,
                     );
-                    true
-                },
-            ),
-            Action::OfferState(state) => out.push_with(
-                Arc::clone(&names.offer_state),
-                None,
-                |key| key.extend_from_slice(state.offer.as_bytes()),
-                |buf| {
+                });
+            }
+            Action::OfferState(state) => {
+                out.push_keyed(Arc::clone(&names.offer_state), &state.offer, |buf| {
                     codec::encode_offer_state_into(&state, now, settings.formats.offer_state, buf);
-                    true
-                },
-            ),
+                });
+            }
             Action::Run(run) => {
                 let topic = match &run.topic {
                     Some(topic) => Arc::from(topic.as_str()),
                     None => Arc::clone(&names.runs),
                 };
-                out.push_with(
-                    topic,
-                    None,
-                    |key| key.extend_from_slice(run.task.as_bytes()),
-                    |buf| {
-                        codec::encode_run_command_into(
-                            &run,
-                            &topics.results,
-                            &run.key,
-                            now,
-                            settings.formats.runs,
-                            buf,
-                        );
-                        true
-                    },
-                );
+                out.push_keyed(topic, &run.task, |buf| {
+                    codec::encode_run_command_into(
+                        &run,
+                        &topics.results,
+                        &run.key,
+                        now,
+                        settings.formats.runs,
+                        buf,
+                    );
+                });
             }
-            Action::Event(event) => out.push_with(
-                Arc::clone(&names.events),
-                None,
-                |key| key.extend_from_slice(event.key().as_bytes()),
-                |buf| {
+            Action::Event(event) => {
+                out.push_keyed(Arc::clone(&names.events), event.key(), |buf| {
                     codec::encode_event_into(&event, now, settings.formats.events, buf);
-                    true
-                },
-            ),
+                });
+            }
             Action::Changelog(record) => {
                 let ChangelogRecord { store, key, value } = record;
                 out.push_with(
