@@ -1,21 +1,59 @@
 //! An inverted index built once: per parameter id, the items that name it
-//! (tasks of a shard, partitions of the router), all in one list with each
-//! parameter's start beside it. A list per parameter cost a vector header
-//! and a heap block each, several times the four bytes of an item, with a
-//! parameter per task.
+//! (tasks of a shard, partitions of the router). Most parameters have one
+//! item (a task watching a parameter of its own), so a parameter's head is
+//! that item itself, and only a parameter with another number of items has
+//! a tag naming its range of one shared list: four bytes per parameter
+//! where a start beside every list took eight, and a lookup that reads one
+//! place. A list per parameter cost a vector header and a heap block each.
 
 use super::ParamId;
+
+/// What a posting list holds: a value with room for tags that no item
+/// kept at a head takes (an item that would look like a tag is kept in the
+/// shared list instead).
+pub trait Item: Copy + PartialEq {
+    /// The tag naming range `r` (`r` < 2^31).
+    fn tag(r: u32) -> Self;
+    /// The range this names, if it is a tag.
+    fn range(self) -> Option<u32>;
+}
+
+/// The high bit: set in a tag.
+const TAG: u32 = 1 << 31;
+
+impl Item for u32 {
+    fn tag(r: u32) -> u32 {
+        r | TAG
+    }
+
+    fn range(self) -> Option<u32> {
+        (self & TAG != 0).then_some(self & !TAG)
+    }
+}
+
+impl Item for i32 {
+    // Negative: -1 - r.
+    fn tag(r: u32) -> i32 {
+        -1 - i32::try_from(r & !TAG).unwrap_or(i32::MAX)
+    }
+
+    fn range(self) -> Option<u32> {
+        u32::try_from(-1 - i64::from(self)).ok()
+    }
+}
 
 /// Items by parameter id, fixed once built.
 #[derive(Debug, Clone)]
 pub struct Postings<T> {
-    /// Where each parameter's items start in `items`; one more than there
-    /// are parameters, the last being `items.len()`.
+    /// Per parameter, its one item, or the tag of its range in `starts`.
+    heads: Vec<T>,
+    /// Range `r` of `items` is `starts[r]..starts[r + 1]`; range 0 is
+    /// empty (every parameter without items names it).
     starts: Vec<u32>,
     items: Vec<T>,
 }
 
-impl<T: Copy + PartialEq> Postings<T> {
+impl<T: Item> Postings<T> {
     /// The index of `pairs` (parameter, item), each parameter's items in the
     /// order given; an item given again right after itself for the same
     /// parameter (a trigger naming a parameter twice) is kept once.
@@ -24,32 +62,54 @@ impl<T: Copy + PartialEq> Postings<T> {
         // Stable: each parameter's items keep their order.
         sorted.sort_by_key(|(p, _)| *p);
         let params = sorted.last().map_or(0, |(p, _)| p.index() + 1);
-        let mut starts = Vec::with_capacity(params + 1);
-        let mut items: Vec<T> = Vec::with_capacity(sorted.len());
+        let mut heads = Vec::with_capacity(params);
+        let mut starts = vec![0, 0];
+        let mut items: Vec<T> = Vec::new();
+        let mut list: Vec<T> = Vec::new();
         let mut run = sorted.iter().peekable();
         for p in 0..params {
-            // Fewer than 2^32 items: one per reference in the configuration.
-            starts.push(u32::try_from(items.len()).unwrap_or(u32::MAX));
-            let first = items.len();
+            list.clear();
             while let Some(&&(q, item)) = run.peek() {
                 if q.index() != p {
                     break;
                 }
                 run.next();
-                if items.len() == first || items.last() != Some(&item) {
-                    items.push(item);
+                if list.last() != Some(&item) {
+                    list.push(item);
                 }
             }
+            let head = match list.as_slice() {
+                [one] if one.range().is_none() => *one,
+                [] => T::tag(0),
+                more => {
+                    items.extend_from_slice(more);
+                    // Fewer than 2^31 ranges and items: one per reference
+                    // in the configuration.
+                    starts.push(u32::try_from(items.len()).unwrap_or(u32::MAX));
+                    T::tag(u32::try_from(starts.len() - 2).unwrap_or(u32::MAX))
+                }
+            };
+            heads.push(head);
         }
-        starts.push(u32::try_from(items.len()).unwrap_or(u32::MAX));
         items.shrink_to_fit();
-        Postings { starts, items }
+        starts.shrink_to_fit();
+        Postings {
+            heads,
+            starts,
+            items,
+        }
     }
 
     /// The items of parameter `p` (none for an id it was not built with).
     pub fn of(&self, p: ParamId) -> &[T] {
-        let (Some(&from), Some(&to)) = (self.starts.get(p.index()), self.starts.get(p.index() + 1))
-        else {
+        let Some(head) = self.heads.get(p.index()) else {
+            return &[];
+        };
+        let Some(r) = head.range() else {
+            return std::slice::from_ref(head);
+        };
+        let r = r as usize;
+        let (Some(&from), Some(&to)) = (self.starts.get(r), self.starts.get(r + 1)) else {
             return &[];
         };
         self.items
@@ -74,11 +134,32 @@ mod tests {
         assert_eq!(Postings::<u32>::build(&[]).of(p(0)), [] as [u32; 0]);
     }
 
+    #[test]
+    fn single_items_are_heads_unless_they_look_like_tags() {
+        let p = ParamId;
+        let index = Postings::build(&[(p(0), 5u32), (p(1), u32::MAX), (p(3), 0)]);
+        assert_eq!(index.of(p(0)), [5]);
+        assert_eq!(index.of(p(1)), [u32::MAX]);
+        assert_eq!(index.of(p(2)), [] as [u32; 0]);
+        assert_eq!(index.of(p(3)), [0]);
+        assert_eq!(index.items, [u32::MAX], "only the tag-like item is listed");
+        let index = Postings::build(&[(p(0), 3i32), (p(1), -1), (p(1), 2), (p(2), i32::MIN)]);
+        assert_eq!(index.of(p(0)), [3]);
+        assert_eq!(index.of(p(1)), [-1, 2]);
+        assert_eq!(index.of(p(2)), [i32::MIN]);
+    }
+
     proptest! {
         /// The same lists as pushing each pair onto a list per parameter
-        /// (skipping an item the list ends with).
+        /// (skipping an item the list ends with), for items that may look
+        /// like tags too.
         #[test]
-        fn matches_a_list_per_parameter(pairs in proptest::collection::vec((0u32..20, 0u32..8), 0..200)) {
+        fn matches_a_list_per_parameter(
+            pairs in proptest::collection::vec(
+                (0u32..20, prop_oneof![0u32..8, (TAG - 2)..=u32::MAX]),
+                0..200,
+            ),
+        ) {
             let pairs: Vec<(ParamId, u32)> = pairs.into_iter().map(|(p, i)| (ParamId(p), i)).collect();
             let mut lists: Vec<Vec<u32>> = vec![Vec::new(); 21];
             for &(p, i) in &pairs {
@@ -89,6 +170,12 @@ mod tests {
             }
             let index = Postings::build(&pairs);
             for (p, list) in lists.iter().enumerate() {
+                prop_assert_eq!(index.of(ParamId(p as u32)), list.as_slice());
+            }
+            let signed: Vec<(ParamId, i32)> = pairs.iter().map(|&(p, i)| (p, i as i32)).collect();
+            let index = Postings::build(&signed);
+            for (p, list) in lists.iter().enumerate() {
+                let list: Vec<i32> = list.iter().map(|&i| i as i32).collect();
                 prop_assert_eq!(index.of(ParamId(p as u32)), list.as_slice());
             }
         }
