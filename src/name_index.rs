@@ -45,6 +45,34 @@ impl NameIndex {
         NameIndex { positions }
     }
 
+    /// Adds `name` at position `i` unless the index has it already
+    /// (whether it was added); `name_at` gives the name at a position, `i`'s
+    /// included.
+    pub fn insert<'a>(
+        &mut self,
+        name: &str,
+        i: u32,
+        name_at: impl Fn(u32) -> Option<&'a str>,
+    ) -> bool {
+        let h = hash(name);
+        if self
+            .positions
+            .find(h, |&p| name_at(p) == Some(name))
+            .is_some()
+        {
+            return false;
+        }
+        self.positions
+            .insert_unique(h, i, |&p| name_at(p).map_or(0, hash));
+        true
+    }
+
+    /// Gives back the room grown while names were added one by one.
+    pub fn shrink_to_fit<'a>(&mut self, name_at: impl Fn(u32) -> Option<&'a str>) {
+        self.positions
+            .shrink_to_fit(|&p| name_at(p).map_or(0, hash));
+    }
+
     /// The position of `name`; `name_at` gives the name of the item at a
     /// position (the list the index was built from).
     pub fn get<'a>(&self, name: &str, name_at: impl Fn(u32) -> Option<&'a str>) -> Option<u32> {
@@ -69,6 +97,22 @@ mod tests {
         assert_eq!(index.get("c", at), Some(3));
         assert_eq!(index.get("d", at), None);
         assert_eq!(NameIndex::default().get("a", at), None);
+    }
+
+    #[test]
+    fn names_added_one_by_one_are_found_as_when_built_at_once() {
+        let names = ["a", "bb", "a", "c", "bb", "d"];
+        let at = |p: u32| names.get(p as usize).copied();
+        let mut index = NameIndex::default();
+        let added: Vec<bool> = (0..names.len() as u32)
+            .map(|i| index.insert(names[i as usize], i, at))
+            .collect();
+        assert_eq!(added, [true, true, false, true, false, true]);
+        index.shrink_to_fit(at);
+        let whole = NameIndex::of(names.iter().copied());
+        for name in ["a", "bb", "c", "d", "e"] {
+            assert_eq!(index.get(name, at), whole.get(name, at), "{name}");
+        }
     }
 
     proptest! {

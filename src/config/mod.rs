@@ -217,14 +217,22 @@ pub fn parse(text: &str, origin: &str) -> Result<Loaded, Error> {
     parse_in_pieces(text, origin, pieces::PIECE_TASKS)
 }
 
-/// [`parse`], reading a file of many tasks in pieces of `per_piece` tasks.
+/// [`parse`], reading a file of many tasks in pieces of `per_piece` tasks
+/// (see `pieces.rs`): each piece's tasks are validated and dropped before
+/// the next piece is read. Whenever that fails — a piece that does not
+/// read alone, any error — the whole file is read and validated as one
+/// document instead, so a file means what it always meant and every error
+/// is the one the whole file gives.
 fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded, Error> {
     let source = Source {
         text,
         origin,
         base: 0,
     };
-    let (file, pieces) = pieces::read(text, per_piece).map_err(|e| Error::Syntax {
+    if let Some(loaded) = load_in_pieces(&source, per_piece) {
+        return Ok(loaded);
+    }
+    let file: File = toml::from_str(text).map_err(|e| Error::Syntax {
         origin: origin.to_string(),
         message: match e.span() {
             Some(span) => format!(
@@ -235,35 +243,71 @@ fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded,
             None => e.message().trim_end().to_string(),
         },
     })?;
+    validate(&source, file, std::iter::empty())
+}
+
+/// The configuration read piece by piece; `None` when the file is one
+/// piece, or when a piece does not read alone or holds an error.
+fn load_in_pieces(source: &Source<'_>, per_piece: usize) -> Option<Loaded> {
+    let text = source.text;
+    let cuts = pieces::cuts(text, per_piece);
+    let first: File = toml::from_str(text.get(..*cuts.first()?)?).ok()?;
+    let unread = std::cell::Cell::new(false);
+    let rest = cuts.iter().enumerate().map_while(|(i, &start)| {
+        let end = cuts.get(i + 1).copied().unwrap_or(text.len());
+        let tasks = text.get(start..end).and_then(pieces::tasks);
+        unread.set(tasks.is_none());
+        Some((start, tasks?))
+    });
+    let loaded = validate(source, first, rest).ok()?;
+    (!unread.get()).then_some(loaded)
+}
+
+/// Validates `file` (read from `source`) and, after its own tasks, the
+/// tasks of each further piece in `rest` (its offset in the text, its
+/// tasks).
+fn validate(
+    source: &Source<'_>,
+    mut file: File,
+    rest: impl Iterator<Item = (usize, Vec<Spanned<task::TaskFile>>)>,
+) -> Result<Loaded, Error> {
     let time_zone = match &file.time_zone {
         Some(name) => source.section("configuration", 0).zone(name)?,
         None => TimeZone::UTC,
     };
-    let kafka = kafka::settings(&source, file.kafka)?;
-    let pools = task::pools(&source, &file.pool)?;
+    let kafka = kafka::settings(source, file.kafka)?;
+    let pools = task::pools(source, &file.pool)?;
     let mut warnings = Vec::new();
     let mut params = crate::ctl::ParamNames::new();
-    let tasks = task::tasks(
-        &source,
-        &file.task,
-        &pieces,
+    let mut reader = task::Reader::new(task::Context {
+        pools: &pools,
+        time_zone: &time_zone,
+        strict: file.strict,
+        topics: &kafka.topics,
+    });
+    reader.read(
+        source,
+        &std::mem::take(&mut file.task),
         &mut params,
-        task::Context {
-            pools: &pools,
-            time_zone: &time_zone,
-            strict: file.strict,
-            topics: &kafka.topics,
-        },
         &mut warnings,
     )?;
-    let stages = stage::stages(&source, &file.stage, &kafka.topics)?;
+    for (offset, tasks) in rest {
+        // The spans count from the start of the piece the task was read from.
+        let piece = Source {
+            base: offset,
+            ..*source
+        };
+        reader.read(&piece, &tasks, &mut params, &mut warnings)?;
+    }
+    let tasks = reader.finish();
+    let stages = stage::stages(source, &file.stage, &kafka.topics)?;
     let offers = match &file.offers {
-        Some(offers) => stage::offers(&source, offers)?,
+        Some(offers) => stage::offers(source, offers)?,
         None => OffersSettings::default(),
     };
-    let jobs = job::jobs(&source, &file.job, &stages, &kafka.topics)?;
+    let jobs = job::jobs(source, &file.job, &stages, &kafka.topics)?;
     let processes = process::processes(
-        &source,
+        source,
         &file.process,
         process::Context {
             jobs: &jobs,
@@ -446,8 +490,9 @@ mod tests {
         // A task's own sub-table, and a multi-line string holding a header line.
         text.push_str("[[task]]\nid = \"sub\"\ntrigger = \"delta(a.s/x, 1min)\"\n[task.params]\nk = \"v\"\n\n");
         text.push_str("[[task]]\nid = \"multi\"\ntrigger = \"delta(a.m/x, 1min)\"\n[task.params]\nnote = \"\"\"\n[[task]]\n\"\"\"\n\n");
-        // A lint warning (a trigger that re-fires continuously).
-        text.push_str(&task(9, "delta(a.w/x, 0s)"));
+        // A lint warning (a trigger that re-fires as soon as a run
+        // succeeds), in the last piece: its line counts from the file's start.
+        text.push_str(&task(9, "delay(a.w/x, 2h)"));
         let whole = |text: &str| parse_in_pieces(text, "c.toml", usize::MAX);
         let show = |l: Loaded| {
             let warnings: Vec<String> = l.warnings.iter().map(|w| w.to_string()).collect();
@@ -455,12 +500,29 @@ mod tests {
         };
         // Cut inside the multi-line string (1 and 3 tasks per piece), the
         // pieces do not read and the whole file is read instead.
-        let in_pieces = |text: &str, n| !pieces::read(text, n).unwrap().1.is_empty();
+        let in_pieces = |text: &str, n| pieces::read_alone(text, n);
         assert_eq!(
             (1..5).map(|n| in_pieces(&text, n)).collect::<Vec<_>>(),
             [false, true, false, true]
         );
+        // Where they do, the pieces are validated one after the other.
+        let source = Source {
+            text: &text,
+            origin: "c.toml",
+            base: 0,
+        };
+        assert!(load_in_pieces(&source, 2).is_some() && load_in_pieces(&source, 4).is_some());
+        assert!(load_in_pieces(&source, 3).is_none());
         let expected = show(whole(&text).unwrap());
+        let line = text
+            .lines()
+            .position(|l| l.contains("delay(a.w/x"))
+            .unwrap()
+            + 1;
+        assert!(
+            expected.contains(&format!("c.toml:{line}: task `t9`, field `trigger`")),
+            "{expected}"
+        );
         for per_piece in 1..5 {
             let got = show(parse_in_pieces(&text, "c.toml", per_piece).unwrap());
             assert_eq!(got, expected, "{per_piece} tasks per piece");

@@ -1,14 +1,13 @@
 //! `[[pool]]` and `[[task]]`: reactive tasks over CTL parameters (DESIGN §5)
 //! and the pools whose queues and limits they share.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::pieces::{offset_of, Piece};
 use super::run::{self, RetryFile, RunKeys};
 use super::{names, Accept, Conflict, Error, RunPolicy, Source, TaskList, Topics, Warning};
 use crate::cron::Cron;
@@ -215,28 +214,61 @@ pub(super) struct Context<'a> {
     pub topics: &'a Topics,
 }
 
-/// Validates the `[[task]]` sections; lint findings go to `warnings`
-/// (or are errors in strict mode).
-pub(super) fn tasks(
-    source: &Source<'_>,
-    files: &[Spanned<TaskFile>],
-    pieces: &[Piece],
-    params: &mut ParamNames,
-    cx: Context<'_>,
-    warnings: &mut Vec<Warning>,
-) -> Result<TaskList, Error> {
-    let file = source;
-    let mut ids = HashSet::new();
-    let mut policies: HashMap<RunPolicy, Arc<RunPolicy>> = HashMap::new();
-    let mut tasks = TaskList::default();
-    // The global zone is the list's first: index 0.
-    let global_zone = tasks.zone_index(cx.time_zone).unwrap_or(0);
-    for (i, spanned) in files.iter().enumerate() {
-        // The spans count from the start of the piece the task was read from.
-        let source = &Source {
-            base: offset_of(pieces, i),
-            ..*file
-        };
+/// Validates the `[[task]]` sections, a piece of the file at a time (see
+/// `pieces.rs`), into the configured task list.
+pub(super) struct Reader<'a> {
+    cx: Context<'a>,
+    /// Equal run policies, shared.
+    policies: HashMap<RunPolicy, Arc<RunPolicy>>,
+    tasks: TaskList,
+    /// The global zone's index among the list's zones.
+    global_zone: u16,
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn new(cx: Context<'a>) -> Reader<'a> {
+        let mut tasks = TaskList::default();
+        // The global zone is the list's first: index 0.
+        let global_zone = tasks.zone_index(cx.time_zone).unwrap_or(0);
+        Reader {
+            cx,
+            policies: HashMap::new(),
+            tasks,
+            global_zone,
+        }
+    }
+
+    /// The validated tasks.
+    pub(super) fn finish(mut self) -> TaskList {
+        self.tasks.finish();
+        self.tasks
+    }
+
+    /// Validates the `[[task]]` sections of one piece read from `source`
+    /// (their spans count from its `base`); lint findings go to `warnings`
+    /// (or are errors in strict mode).
+    pub(super) fn read(
+        &mut self,
+        source: &Source<'_>,
+        files: &[Spanned<TaskFile>],
+        params: &mut ParamNames,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(), Error> {
+        for spanned in files {
+            self.read_one(source, spanned, params, warnings)?;
+        }
+        Ok(())
+    }
+
+    fn read_one(
+        &mut self,
+        source: &Source<'_>,
+        spanned: &Spanned<TaskFile>,
+        params: &mut ParamNames,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(), Error> {
+        let cx = &self.cx;
+        let tasks = &mut self.tasks;
         let at = spanned.span().start;
         let t = spanned.get_ref();
         if t.id.is_empty() {
@@ -248,7 +280,7 @@ pub(super) fn tasks(
         if !names::is_id(&t.id) {
             return Err(section.at_section("id", "task ids use letters, digits and `_ . : -`"));
         }
-        if !ids.insert(t.id.as_str()) {
+        if tasks.find(&t.id).is_some() {
             return Err(section.at_section("id", "declared twice"));
         }
         let trigger = trigger::parse(t.trigger.get_ref()).map_err(|e| {
@@ -308,7 +340,7 @@ pub(super) fn tasks(
                     )
                 })?
             }
-            None => global_zone,
+            None => self.global_zone,
         };
         let (run, _) = run::policy(
             &section,
@@ -345,7 +377,7 @@ pub(super) fn tasks(
             None => None,
         };
         let run = Arc::clone(
-            policies
+            self.policies
                 .entry(run)
                 .or_insert_with_key(|run| Arc::new(run.clone())),
         );
@@ -368,9 +400,8 @@ pub(super) fn tasks(
                 extra: (extra != NO_EXTRA).then(|| Box::new(extra)),
             },
         );
+        Ok(())
     }
-    tasks.finish();
-    Ok(tasks)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! allocation of its own.
 
 use std::ops::Deref;
-use std::sync::OnceLock;
 
 use jiff::tz::TimeZone;
 
@@ -21,9 +20,8 @@ pub struct TaskList {
     /// one ends).
     ends: Vec<u32>,
     /// Task id → index: the one index by id that the router and every
-    /// shard use (built by [`TaskList::finish`], or at the first lookup
-    /// after a push).
-    by_id: OnceLock<NameIndex>,
+    /// shard use (and the configuration's check for ids declared twice).
+    by_id: NameIndex,
     /// The distinct zones of the tasks, which each task names by index.
     zones: Vec<TimeZone>,
 }
@@ -70,13 +68,21 @@ impl Deref for TaskRef<'_> {
 
 impl TaskList {
     /// Adds task `id` defined by `def`.
+    ///
+    /// An id the list has already is kept but not indexed: [`find`] gives
+    /// the first task with an id (the configuration refuses a second one).
+    ///
+    /// [`find`]: TaskList::find
     pub fn push(&mut self, id: &str, def: Task) {
+        // Fewer than 2^32 tasks and 4 GiB of ids: they would not fit in
+        // memory first.
+        let i = u32::try_from(self.defs.len()).unwrap_or(u32::MAX);
         self.ids.push_str(id);
-        // 4 GiB of ids would not fit in memory first.
         self.ends
             .push(u32::try_from(self.ids.len()).unwrap_or(u32::MAX));
         self.defs.push(def);
-        self.by_id.take();
+        let (ids, ends) = (&self.ids, &self.ends);
+        self.by_id.insert(id, i, |p| id_in(ids, ends, p as usize));
     }
 
     /// The index of `zone` among the list's zones, added when new; `None`
@@ -100,17 +106,13 @@ impl TaskList {
         self.defs.shrink_to_fit();
         self.ids.shrink_to_fit();
         self.ends.shrink_to_fit();
-        self.by_id.take();
-        self.index();
-    }
-
-    fn index(&self) -> &NameIndex {
-        self.by_id.get_or_init(|| NameIndex::of(self.ids()))
+        let (ids, ends) = (&self.ids, &self.ends);
+        self.by_id.shrink_to_fit(|p| id_in(ids, ends, p as usize));
     }
 
     /// The index of the task with id `id`.
     pub fn find(&self, id: &str) -> Option<usize> {
-        let i = self.index().get(id, |i| self.id(i as usize))?;
+        let i = self.by_id.get(id, |i| self.id(i as usize))?;
         Some(i as usize)
     }
 
@@ -125,12 +127,7 @@ impl TaskList {
 
     /// The id of task `i`.
     pub fn id(&self, i: usize) -> Option<&str> {
-        let start = match i.checked_sub(1) {
-            Some(previous) => *self.ends.get(previous)? as usize,
-            None => 0,
-        };
-        let end = *self.ends.get(i)? as usize;
-        self.ids.get(start..end)
+        id_in(&self.ids, &self.ends, i)
     }
 
     /// Every task's id, in file order.
@@ -152,6 +149,16 @@ impl TaskList {
     pub fn is_empty(&self) -> bool {
         self.defs.is_empty()
     }
+}
+
+/// Id `i` of `ids`, each ending where `ends` says.
+fn id_in<'a>(ids: &'a str, ends: &[u32], i: usize) -> Option<&'a str> {
+    let start = match i.checked_sub(1) {
+        Some(previous) => *ends.get(previous)? as usize,
+        None => 0,
+    };
+    let end = *ends.get(i)? as usize;
+    ids.get(start..end)
 }
 
 #[cfg(test)]
