@@ -1,5 +1,5 @@
-//! A lookup by name into a list whose items hold their names (a shard's
-//! tasks, the configured tasks): a hash table of positions, so a name is
+//! A lookup by name into a list whose items hold their names (the
+//! configured tasks, for the router and every shard): a hash table of positions, so a name is
 //! kept once, by its item, where a `HashMap<String, u32>` kept a second copy
 //! of every id (a heap block and a map entry per task).
 
@@ -24,27 +24,6 @@ fn hash(name: &str) -> u64 {
 }
 
 impl NameIndex {
-    /// An index of `names` (an item's position is its place in the
-    /// iteration); of two equal names, the first is found.
-    pub fn of<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> NameIndex {
-        let mut positions = hashbrown::HashTable::with_capacity(names.len());
-        let names: Vec<(u64, &str)> = names.map(|name| (hash(name), name)).collect();
-        for (i, &(h, name)) in names.iter().enumerate() {
-            let at = |p: &u32| names.get(*p as usize);
-            if positions
-                .find(h, |p| at(p).is_some_and(|&(_, n)| n == name))
-                .is_some()
-            {
-                continue;
-            }
-            // Fewer than 2^32 items: the configuration would not fit in
-            // memory first.
-            let i = u32::try_from(i).unwrap_or(u32::MAX);
-            positions.insert_unique(h, i, |p| at(p).map_or(0, |&(h, _)| h));
-        }
-        NameIndex { positions }
-    }
-
     /// Adds `name` at position `i` unless the index has it already
     /// (whether it was added); `name_at` gives the name at a position, `i`'s
     /// included.
@@ -87,38 +66,40 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// An index of `names`, each at its place in the list.
+    fn index_of(names: &[&str]) -> NameIndex {
+        let mut index = NameIndex::default();
+        let at = |p: u32| names.get(p as usize).copied();
+        for (i, name) in (0u32..).zip(names) {
+            index.insert(name, i, at);
+        }
+        index.shrink_to_fit(at);
+        index
+    }
+
     #[test]
     fn finds_the_first_of_a_name() {
         let names = ["a", "bb", "a", "c"];
-        let index = NameIndex::of(names.iter().copied());
+        let index = index_of(&names);
         let at = |p: u32| names.get(p as usize).copied();
         assert_eq!(index.get("a", at), Some(0));
         assert_eq!(index.get("bb", at), Some(1));
         assert_eq!(index.get("c", at), Some(3));
         assert_eq!(index.get("d", at), None);
         assert_eq!(NameIndex::default().get("a", at), None);
-    }
-
-    #[test]
-    fn names_added_one_by_one_are_found_as_when_built_at_once() {
-        let names = ["a", "bb", "a", "c", "bb", "d"];
-        let at = |p: u32| names.get(p as usize).copied();
-        let mut index = NameIndex::default();
-        let added: Vec<bool> = (0..names.len() as u32)
-            .map(|i| index.insert(names[i as usize], i, at))
+        let mut again = NameIndex::default();
+        let added: Vec<bool> = (0u32..)
+            .zip(&names)
+            .map(|(i, n)| again.insert(n, i, at))
             .collect();
-        assert_eq!(added, [true, true, false, true, false, true]);
-        index.shrink_to_fit(at);
-        let whole = NameIndex::of(names.iter().copied());
-        for name in ["a", "bb", "c", "d", "e"] {
-            assert_eq!(index.get(name, at), whole.get(name, at), "{name}");
-        }
+        assert_eq!(added, [true, true, false, true]);
     }
 
     proptest! {
         #[test]
         fn finds_every_name_and_no_other(names in proptest::collection::vec("[a-c]{0,3}", 0..60), other in "[a-d]{0,3}") {
-            let index = NameIndex::of(names.iter().map(String::as_str));
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let index = index_of(&refs);
             let at = |p: u32| names.get(p as usize).map(String::as_str);
             for name in &names {
                 let first = names.iter().position(|n| n == name).map(|p| p as u32);
