@@ -13,7 +13,7 @@ use super::put::{
     delimited_len, put_bytes, put_len, put_str, put_ts, put_uint, str_len, ts_len, uint_len,
 };
 use super::time::{optional_ts, put_ts_map, required_ts, timestamp_to_proto, ts_map, ts_map_len};
-use super::wire::{decode, encode, Format};
+use super::wire::{decode, encode_into, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};
 use crate::proto::v1;
@@ -65,20 +65,16 @@ pub fn put_changelog_key(store: Store, key: &str, buf: &mut Vec<u8>) {
 /// Appends the encoded value `v` of the changelog record keyed `key` to
 /// `buf` (the value [`encode_changelog`] makes).
 pub fn encode_value_into(key: &str, v: Value, buf: &mut Vec<u8>) {
-    let encoded = match v {
-        // The most frequent record, written in place.
-        Value::Task(task) => return encode_task_into(&task, buf),
-        Value::Offer(offer) => encode_offer(&offer),
-        Value::Rescan(rescan) => encode(&rescan_to_proto(&rescan), Format::Protobuf),
-        Value::Process(r) => encode(&super::process::key_to_proto(&r), Format::Protobuf),
-        Value::Schedule(r) => encode(&super::process::schedule_to_proto(&r), Format::Protobuf),
-        Value::Seq(seq) => encode(&v1::SeqRecord { seq }, Format::Protobuf),
-        Value::Recovery(r) => encode(
-            &super::command::recovery_to_proto(key, &r),
-            Format::Protobuf,
-        ),
-    };
-    buf.extend_from_slice(&encoded);
+    let pb = Format::Protobuf;
+    match v {
+        Value::Task(task) => encode_task_into(&task, buf),
+        Value::Offer(offer) => encode_offer_into(&offer, buf),
+        Value::Rescan(rescan) => encode_into(&rescan_to_proto(&rescan), pb, buf),
+        Value::Process(r) => encode_into(&super::process::key_to_proto(&r), pb, buf),
+        Value::Schedule(r) => encode_into(&super::process::schedule_to_proto(&r), pb, buf),
+        Value::Seq(seq) => encode_into(&v1::SeqRecord { seq }, pb, buf),
+        Value::Recovery(r) => encode_into(&super::command::recovery_to_proto(key, &r), pb, buf),
+    }
 }
 
 /// Decodes a changelog Kafka record; a missing value is a tombstone.
@@ -403,12 +399,12 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
 /// Field number of `OfferRecord.stages`.
 const OFFER_STAGES: u32 = 4;
 
-/// An offer record in protobuf. The stage slots are written as the map's
+/// Appends an offer record in protobuf to `buf`. The stage slots are written as the map's
 /// entries (`{string key = 1; SlotRecord value = 2}`, in name order, after
 /// the other fields) straight from the record, not through a map of
 /// messages built for the purpose: the record is written at every step of
 /// an offer.
-fn encode_offer(r: &OfferRecord) -> Vec<u8> {
+fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
     use prost::encoding::{
         encode_key, encode_varint, encoded_len_varint, key_len, message, string,
     };
@@ -432,7 +428,7 @@ fn encode_offer(r: &OfferRecord) -> Vec<u8> {
         };
         key + value
     };
-    let mut buf = prost::Message::encode_to_vec(&head);
+    encode_into(&head, Format::Protobuf, buf);
     buf.reserve(
         slots
             .iter()
@@ -446,17 +442,16 @@ fn encode_offer(r: &OfferRecord) -> Vec<u8> {
         encode_key(
             OFFER_STAGES,
             prost::encoding::WireType::LengthDelimited,
-            &mut buf,
+            buf,
         );
-        encode_varint(entry_len(name, slot) as u64, &mut buf);
+        encode_varint(entry_len(name, slot) as u64, buf);
         if !name.is_empty() {
-            string::encode(1, name, &mut buf);
+            string::encode(1, name, buf);
         }
         if *slot != offer_record::SlotRecord::default() {
-            message::encode(2, slot, &mut buf);
+            message::encode(2, slot, buf);
         }
     }
-    buf
 }
 
 fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {

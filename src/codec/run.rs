@@ -8,7 +8,7 @@ use super::error::{non_empty, DecodeError};
 use super::put::{put_str, put_ts, put_uint, str_len, ts_len, uint_len};
 use super::structs::{body_from_struct, encode_with_json_into, json_from_value, JsonField};
 use super::time::{proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map_len};
-use super::wire::{decode, encode, Format};
+use super::wire::{decode, encode_into, Format};
 use crate::action::{RunCommand, StageRunCommand, StepRunCommand};
 use crate::offer::Body;
 use crate::proto::v1;
@@ -166,10 +166,11 @@ pub fn encode_run_command_into(
             put_str(RUN_SOURCE, source, buf);
             put_ts_map(RUN_SNAPSHOT, &command.snapshot, buf);
         }
-        Format::Json => buf.extend_from_slice(&encode(
+        Format::Json => encode_into(
             &task_run_message(command, reply_topic, reply_key, issued_at),
             format,
-        )),
+            buf,
+        ),
     }
 }
 
