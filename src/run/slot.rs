@@ -213,17 +213,19 @@ impl RunSlot {
     /// cancels it or never armed it).
     pub fn take_run(&mut self) -> Option<Run> {
         let run = self.busy.as_mut()?.run.take();
-        if self.busy.as_deref() == Some(&Busy::default()) {
-            self.busy = None;
-        }
+        self.tidy_busy();
         run
     }
 
     /// Changes the busy part, dropping it once nothing in it is set.
     fn busy(&mut self, change: impl FnOnce(&mut Busy)) {
-        let busy = self.busy.get_or_insert_with(Box::default);
-        change(busy);
-        if **busy == Busy::default() {
+        change(self.busy.get_or_insert_with(Box::default));
+        self.tidy_busy();
+    }
+
+    /// Drops the busy part once nothing in it is set.
+    fn tidy_busy(&mut self) {
+        if self.busy.as_deref() == Some(&Busy::default()) {
             self.busy = None;
         }
     }
