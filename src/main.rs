@@ -9,7 +9,8 @@ mod dev;
 
 /// Records are many small, short-lived buffers (decoded inputs, actions,
 /// encoded outputs): glibc's malloc spent a fifth of the runtime thread on
-/// them; mimalloc a fraction of that.
+/// them; mimalloc a fraction of that. Built without transparent huge
+/// pages (Cargo.toml says why).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

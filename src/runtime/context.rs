@@ -1,9 +1,7 @@
 //! librdkafka callbacks: rebalances are recorded here and handled by the
-//! runtime loop right after the poll that saw them; deliveries are counted
-//! (failures, for the at-least-once commit; changelog positions, for kept
-//! shards).
+//! runtime loop right after the poll that saw them; failed deliveries are
+//! counted (for the at-least-once commit).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -116,37 +114,19 @@ impl ConsumerContext for GroupContext {
 }
 
 /// Context of the producer: counts failed deliveries (transactions report
-/// them at commit; the at-least-once path checks this counter after flush)
-/// and where the last record of each changelog partition landed (a kept
-/// shard is resumed only when nothing was written after it).
+/// them at commit; the at-least-once path checks this counter after flush).
+/// The producer reports failures only (`delivery.report.only.error`): a
+/// report per delivered record, handled on the producer's polling thread,
+/// was a twentieth of the process's CPU under load.
 #[derive(Debug, Default)]
 pub struct DeliveryContext {
     failures: AtomicU64,
-    changelog: String,
-    written: Mutex<BTreeMap<i32, i64>>,
 }
 
 impl DeliveryContext {
-    /// A context noting the records delivered to `changelog`.
-    pub fn new(changelog: &str) -> DeliveryContext {
-        DeliveryContext {
-            changelog: changelog.to_string(),
-            ..DeliveryContext::default()
-        }
-    }
-
     /// Failed deliveries so far.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
-    }
-
-    /// The offset after the last record delivered to changelog partition `p`.
-    pub fn changelog_end(&self, p: i32) -> Option<i64> {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&p)
-            .map(|last| last + 1)
     }
 }
 
@@ -156,17 +136,9 @@ impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
-        match result {
-            Ok(m) if m.topic() == self.changelog => {
-                let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
-                let last = written.entry(m.partition()).or_insert(m.offset());
-                *last = (*last).max(m.offset());
-            }
-            Ok(_) => {}
-            Err((e, message)) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
-            }
+        if let Err((e, message)) = result {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
         }
     }
 }

@@ -117,9 +117,6 @@ pub struct Shard {
     pub(super) stats: Stats,
     /// Offer counters already exported.
     pub(super) offer_stats: OfferCounters,
-    /// The changelog position after this shard's last record, as far as
-    /// this instance knows (a kept shard resumes when nothing follows it).
-    pub(super) changelog_end: Option<i64>,
 }
 
 impl Shard {
@@ -137,7 +134,6 @@ impl Shard {
             ctl_marks,
             stats,
             offer_stats,
-            changelog_end: None,
         }
     }
 

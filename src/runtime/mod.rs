@@ -115,9 +115,10 @@ pub struct Runtime {
     shards: BTreeMap<i32, Shard>,
     /// Shards the group assigned that are being restored.
     restoring: BTreeSet<i32>,
-    /// Shards revoked after a commit, kept in memory: given back, one
-    /// resumes at once when nobody wrote its changelog meanwhile.
-    kept: BTreeMap<i32, Shard>,
+    /// Shards revoked after a commit, kept in memory with where their
+    /// changelog partition ended: given back, one resumes at once when
+    /// nobody wrote its changelog meanwhile.
+    kept: BTreeMap<i32, (Shard, i64)>,
     /// Restores shards on a thread of its own.
     restorer: Restorer,
     /// Input partitions assigned to the group consumer.
@@ -227,8 +228,11 @@ impl Runtime {
             // by then its shards have moved (or it restarted and fenced it).
             producer_config.set("transaction.timeout.ms", session.as_millis().to_string());
         }
+        if producer_config.get("delivery.report.only.error").is_none() {
+            producer_config.set("delivery.report.only.error", "true");
+        }
         let producer: ThreadedProducer<DeliveryContext> = producer_config
-            .create_with_context(DeliveryContext::new(&k.topics.changelog))
+            .create_with_context(DeliveryContext::default())
             .map_err(|e| Error::client("creating the producer", e))?;
         if k.exactly_once {
             // Fences this instance's previous incarnation and aborts the

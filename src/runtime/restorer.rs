@@ -88,8 +88,6 @@ pub struct Restored {
     pub state: State,
     /// Where each of its input partitions resumes: `(topic, next offset)`.
     pub offsets: Vec<(String, i64)>,
-    /// The changelog position after the last record read.
-    pub changelog_end: i64,
     /// Changelog records read for this restore (after a standby's: the tail).
     pub records: u64,
     /// From the request to the restored engine.
@@ -501,14 +499,12 @@ impl Reader {
             .collect();
         for p in done {
             let standby = self.standbys.contains(&p);
-            let position = self.position(p);
             let Some(part) = self.parts.get_mut(&p) else {
                 continue;
             };
             let Some(pending) = part.restore.take() else {
                 continue;
             };
-            let changelog_end = position.unwrap_or(part.next).max(part.next);
             let records = part.records;
             let state = if pending.known.is_some() {
                 State::Unchanged
@@ -543,7 +539,6 @@ impl Reader {
                 partition: p,
                 state,
                 offsets: pending.offsets,
-                changelog_end,
                 records,
                 seconds: pending.asked.elapsed().as_secs_f64(),
             };

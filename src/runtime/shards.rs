@@ -31,6 +31,10 @@ use crate::kafka::restore;
 use crate::metrics;
 use crate::shell::driver::Driver;
 
+/// Longest wait for the end of a revoked shard's changelog partition: past
+/// it the shard is not kept (a later restore reads it in full).
+const WATERMARK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Runtime {
     pub(super) fn handle_ownership(&mut self) -> Result<(), Error> {
         for change in self.group.context().take() {
@@ -84,7 +88,7 @@ impl Runtime {
         for &p in &shards {
             self.options.readiness.restoring(p);
             self.restoring.insert(p);
-            let known = self.kept.get(&p).and_then(|s| s.changelog_end);
+            let known = self.kept.get(&p).map(|(_, end)| *end);
             self.restorer.ask(Request::Restore {
                 partition: p,
                 known,
@@ -123,13 +127,12 @@ impl Runtime {
             if self.restoring.remove(&p) {
                 self.restorer.ask(Request::Cancel(p));
             }
-            if let Some(mut shard) = self.shards.remove(&p) {
-                if let Some(end) = self.producer.context().changelog_end(p) {
-                    shard.changelog_end = Some(shard.changelog_end.unwrap_or(0).max(end));
-                }
-                // With standbys the changelog is tailed anyway.
+            // With standbys the changelog is tailed anyway.
+            if let Some(shard) = self.shards.remove(&p) {
                 if self.options.config.kafka.standbys == 0 {
-                    self.kept.insert(p, shard);
+                    if let Some(end) = self.changelog_end(p) {
+                        self.kept.insert(p, (shard, end));
+                    }
                 }
             }
             let topics = self.inputs().map(str::to_string);
@@ -153,6 +156,26 @@ impl Runtime {
         .emit();
         self.update_standbys();
         Ok(())
+    }
+
+    /// Where changelog partition `p` ends: asked right after a commit and
+    /// before `p` is given up, the offset after this instance's last record
+    /// there (nobody else writes it meanwhile). `None` when the brokers do
+    /// not answer: the shard is then not kept, and restored in full if it
+    /// comes back.
+    fn changelog_end(&self, p: i32) -> Option<i64> {
+        let changelog = &self.options.config.kafka.topics.changelog;
+        match self
+            .producer
+            .client()
+            .fetch_watermarks(changelog, p, WATERMARK_TIMEOUT)
+        {
+            Ok((_, end)) => Some(end),
+            Err(e) => {
+                tracing::warn!(partition = p, error = %e, "reading where a revoked shard's changelog ends");
+                None
+            }
+        }
     }
 
     /// The co-partitioned inputs of a shard.
@@ -189,7 +212,7 @@ impl Runtime {
             }
             let mut shard = match r.state {
                 State::Unchanged => match self.kept.remove(&p) {
-                    Some(shard) => shard,
+                    Some((shard, _)) => shard,
                     None => {
                         // Kept no longer: read it all.
                         self.restoring.insert(p);
@@ -205,7 +228,6 @@ impl Runtime {
                     Shard::new(*driver, marks)
                 }
             };
-            shard.changelog_end = Some(r.changelog_end);
             shard.load_ctl(self.ctl_values());
             let now = self.now();
             let (ctx, shards, _) = self.parts();
