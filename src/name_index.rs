@@ -46,6 +46,12 @@ impl NameIndex {
         true
     }
 
+    /// Reserves room for `more` names.
+    pub fn reserve<'a>(&mut self, more: usize, name_at: impl Fn(u32) -> Option<&'a str>) {
+        self.positions
+            .reserve(more, |&p| name_at(p).map_or(0, hash));
+    }
+
     /// Gives back the room grown while names were added one by one.
     pub fn shrink_to_fit<'a>(&mut self, name_at: impl Fn(u32) -> Option<&'a str>) {
         self.positions

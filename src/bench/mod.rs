@@ -596,29 +596,57 @@ fn index_in(text: &str) -> Option<usize> {
 
 /// `tasks` tasks (`t{i}` fires on any change of `bench.t{i}/max_dt`) in
 /// [`POOLS`] unlimited pools; the `[kafka]` section is set per system.
+/// Written to a file a line at a time and read as `reactor run -c` reads
+/// one ([`crate::config::load`]): the memory per task is then what the
+/// product takes, not a copy of the text the harness built and freed.
 fn tasks_config(tasks: usize) -> Result<(Config, usize), Error> {
-    use std::fmt::Write;
+    use std::io::Write;
     let started = Instant::now();
-    let mut text = String::with_capacity(tasks * 110 + POOLS * 30);
-    for p in 0..POOLS.min(tasks) {
-        let _ = writeln!(text, "[[pool]]\nname = \"p{p}\"\n");
-    }
-    for i in 0..tasks {
-        let _ = writeln!(
-            text,
-            "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta({}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
-            i % POOLS,
-            entity(i)
-        );
-    }
-    let loaded =
-        crate::config::parse(&text, "bench.toml").map_err(|e| Error::Config(Box::new(e)))?;
+    let failed = |what: &str, e: &dyn std::fmt::Display| Error::Failed {
+        what: what.into(),
+        message: e.to_string(),
+    };
+    let path = std::env::temp_dir().join(format!(
+        "reactor-bench-{}-{}.toml",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    ));
+    let file = std::fs::File::create(&path)
+        .map_err(|e| failed(&format!("creating {}", path.display()), &e))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut write = || -> std::io::Result<()> {
+        for p in 0..POOLS.min(tasks) {
+            writeln!(out, "[[pool]]\nname = \"p{p}\"\n")?;
+        }
+        for i in 0..tasks {
+            writeln!(
+                out,
+                "[[task]]\nid = \"t{i}\"\npool = \"p{}\"\ntrigger = \"delta({}/max_dt, 1min)\"\ntimeout = \"1h\"\n",
+                i % POOLS,
+                entity(i)
+            )?;
+        }
+        out.flush()
+    };
+    let written = write();
+    drop(out);
+    let loaded = written
+        .map_err(|e| failed(&format!("writing {}", path.display()), &e))
+        .and_then(|()| {
+            let bytes = std::fs::metadata(&path)
+                .map_err(|e| failed(&format!("reading {}", path.display()), &e))?
+                .len();
+            let loaded = crate::config::load(&path).map_err(|e| Error::Config(Box::new(e)))?;
+            Ok((loaded.config, usize::try_from(bytes).unwrap_or(usize::MAX)))
+        });
+    let _ = std::fs::remove_file(&path);
+    let (config, bytes) = loaded?;
     tracing::info!(
         tasks,
         seconds = started.elapsed().as_secs_f64(),
         "bench tasks configured"
     );
-    Ok((loaded.config, text.len()))
+    Ok((config, bytes))
 }
 
 /// The share of outputs left out at each end of a burst: the steady window

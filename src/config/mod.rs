@@ -243,14 +243,15 @@ fn parse_in_pieces(text: &str, origin: &str, per_piece: usize) -> Result<Loaded,
             None => e.message().trim_end().to_string(),
         },
     })?;
-    validate(&source, file, std::iter::empty())
+    let tasks = file.task.len();
+    validate(&source, file, std::iter::empty(), tasks)
 }
 
 /// The configuration read piece by piece; `None` when the file is one
 /// piece, or when a piece does not read alone or holds an error.
 fn load_in_pieces(source: &Source<'_>, per_piece: usize) -> Option<Loaded> {
     let text = source.text;
-    let cuts = pieces::cuts(text, per_piece);
+    let (cuts, tasks) = pieces::cuts(text, per_piece);
     let first: File = toml::from_str(text.get(..*cuts.first()?)?).ok()?;
     let unread = std::cell::Cell::new(false);
     let rest = cuts.iter().enumerate().map_while(|(i, &start)| {
@@ -259,17 +260,18 @@ fn load_in_pieces(source: &Source<'_>, per_piece: usize) -> Option<Loaded> {
         unread.set(tasks.is_none());
         Some((start, tasks?))
     });
-    let loaded = validate(source, first, rest).ok()?;
+    let loaded = validate(source, first, rest, tasks).ok()?;
     (!unread.get()).then_some(loaded)
 }
 
 /// Validates `file` (read from `source`) and, after its own tasks, the
 /// tasks of each further piece in `rest` (its offset in the text, its
-/// tasks).
+/// tasks); `tasks`: how many there are in all, about.
 fn validate(
     source: &Source<'_>,
     mut file: File,
     rest: impl Iterator<Item = (usize, Vec<Spanned<task::TaskFile>>)>,
+    tasks: usize,
 ) -> Result<Loaded, Error> {
     let time_zone = match &file.time_zone {
         Some(name) => source.section("configuration", 0).zone(name)?,
@@ -291,6 +293,10 @@ fn validate(
         &mut params,
         &mut warnings,
     )?;
+    // Room for all of them at once, by what the first ones took: grown by
+    // doubling, the lists and indexes left blocks as large as themselves
+    // freed behind them, which the allocator kept resident.
+    reader.reserve(tasks, &mut params);
     for (offset, tasks) in rest {
         // The spans count from the start of the piece the task was read from.
         let piece = Source {

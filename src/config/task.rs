@@ -238,6 +238,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Reserves room for `total` tasks in all and their parameter names,
+    /// extrapolating from the tasks read so far.
+    pub(super) fn reserve(&mut self, total: usize, params: &mut ParamNames) {
+        let read = self.tasks.len();
+        if read == 0 || total <= read {
+            return;
+        }
+        let more = total - read;
+        self.tasks.reserve(more);
+        let names = params.len() * more / read;
+        params.reserve(names, params.text_len() * more / read);
+    }
+
     /// The validated tasks.
     pub(super) fn finish(mut self) -> TaskList {
         self.tasks.finish();

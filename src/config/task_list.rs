@@ -85,6 +85,17 @@ impl TaskList {
         self.by_id.insert(id, i, |p| id_in(ids, ends, p as usize));
     }
 
+    /// Reserves room for `more` tasks, their ids as long as the ones so
+    /// far on average.
+    pub fn reserve(&mut self, more: usize) {
+        let id_bytes = self.ids.len().checked_div(self.defs.len()).unwrap_or(0);
+        self.defs.reserve_exact(more);
+        self.ends.reserve_exact(more);
+        self.ids.reserve_exact(more.saturating_mul(id_bytes + 1));
+        let (ids, ends) = (&self.ids, &self.ends);
+        self.by_id.reserve(more, |p| id_in(ids, ends, p as usize));
+    }
+
     /// The index of `zone` among the list's zones, added when new; `None`
     /// past [`MAX_ZONES`].
     pub fn zone_index(&mut self, zone: &TimeZone) -> Option<u16> {

@@ -132,6 +132,19 @@ impl ParamNames {
         id
     }
 
+    /// Reserves room for `more` names of `bytes` in all.
+    pub fn reserve(&mut self, more: usize, bytes: usize) {
+        let (text, spans) = (&self.text, &self.spans);
+        self.ids.reserve(more, |id| stored_hash(text, spans, *id));
+        self.spans.reserve_exact(more);
+        self.text.reserve_exact(bytes);
+    }
+
+    /// Bytes of all the names.
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// Gives back the room grown for names never interned: a table built
     /// once (the router's, a shard's) is kept for the life of the process.
     pub fn shrink_to_fit(&mut self) {
