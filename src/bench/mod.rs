@@ -109,18 +109,18 @@ pub struct BenchArgs {
     #[arg(long)]
     pub tasks: Option<usize>,
     /// CTL changes to produce in the throughput phase (each system's steady
-    /// window should last 5 s or more: about 160,000 changes per second of
-    /// window on the mock cluster).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// window should last 5 s or more: 160,000–260,000 changes per second
+    /// of window on the mock cluster, by machine).
+    #[arg(long, default_value_t = 1_500_000)]
     pub changes: usize,
     /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
     #[arg(long, default_value_t = 2000)]
     pub latency_changes: usize,
     /// CTL changes the baseline relays in its throughput phase, at least
     /// `--changes`: the loop runs 3–4× faster than Reactor, so it needs
-    /// that many more records for a steady window of 5 s (about 500,000
-    /// changes per second of window on the mock cluster).
-    #[arg(long, default_value_t = 3_500_000)]
+    /// that many more records for a steady window of 5 s (500,000–750,000
+    /// changes per second of window on the mock cluster, by machine).
+    #[arg(long, default_value_t = 5_000_000)]
     pub baseline_changes: usize,
     /// Rate of the latency phase, records per second; default: half of
     /// Reactor's exactly-once throughput, at most 2000.
@@ -150,9 +150,10 @@ pub struct BenchArgs {
     /// Stages every offer change goes through in the offers workload.
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
-    /// Chains the jobs workload launches in its throughput phase (about
-    /// 30,000 chains per second of window on the mock cluster).
-    #[arg(long, default_value_t = 210_000)]
+    /// Chains the jobs workload launches in its throughput phase
+    /// (30,000–45,000 chains per second of window on the mock cluster, by
+    /// machine).
+    #[arg(long, default_value_t = 280_000)]
     pub chains: usize,
     /// Chains launched at a steady rate in the jobs workload's latency
     /// phase (0: skip it).
@@ -186,7 +187,7 @@ impl Default for BenchArgs {
             workload: Workload::All,
             brokers: None,
             tasks: None,
-            changes: 1_000_000,
+            changes: 1_500_000,
             latency_changes: 2000,
             latency_rate: None,
             partitions: 4,
@@ -196,10 +197,10 @@ impl Default for BenchArgs {
             offer_latency_changes: 500,
             offer_latency_rate: None,
             stages: 5,
-            chains: 210_000,
+            chains: 280_000,
             chain_latency_launches: 500,
             chain_latency_rate: None,
-            baseline_changes: 3_500_000,
+            baseline_changes: 5_000_000,
             quick: false,
             recovery_instances: 1_000_000,
             recovery_partitions: 6,
@@ -858,9 +859,9 @@ mod tests {
     #[test]
     fn plan_checks_the_options() {
         let plan = Plan::new(&BenchArgs::default()).unwrap();
-        assert_eq!(plan.tasks, 1_002_000);
-        assert_eq!(plan.latency_range(), 1_000_000..1_002_000);
-        assert_eq!(plan.for_baseline().throughput_range(), 0..3_500_000);
+        assert_eq!(plan.tasks, 1_502_000);
+        assert_eq!(plan.latency_range(), 1_500_000..1_502_000);
+        assert_eq!(plan.for_baseline().throughput_range(), 0..5_000_000);
         let quick = Plan::new(&BenchArgs {
             quick: true,
             ..BenchArgs::default()
@@ -929,7 +930,7 @@ mod tests {
         let cli = Cli::try_parse_from(["bench"]).unwrap();
         assert_eq!(
             (cli.bench.changes, cli.bench.baseline_changes),
-            (1_000_000, 3_500_000)
+            (1_500_000, 5_000_000)
         );
         assert_eq!(
             cli.bench.commit_interval.to_std(),
