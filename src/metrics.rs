@@ -105,6 +105,8 @@ pub const TRANSACTIONS_ABORTED: &str = "reactor_transactions_aborted_total";
 pub const RESTORE: &str = "reactor_restore_seconds";
 /// Changelog records read while restoring.
 pub const RECORDS_RESTORED: &str = "reactor_records_restored_total";
+/// Shards given back to this instance and resumed from memory.
+pub const SHARDS_RESUMED: &str = "reactor_shards_resumed_total";
 /// Records sent to the dead-letter topic, by source `topic`.
 pub const DEAD_LETTERS: &str = "reactor_dead_letters_total";
 /// Consumer group rebalances, by `kind` (`assigned`, `revoked`).
@@ -392,6 +394,11 @@ pub fn describe() {
         RECORDS_RESTORED,
         Unit::Count,
         "Changelog records read while restoring."
+    );
+    describe_counter!(
+        SHARDS_RESUMED,
+        Unit::Count,
+        "Shards given back to this instance and resumed from memory: nothing was written to their changelog since it gave them up."
     );
     describe_counter!(
         DEAD_LETTERS,
@@ -1131,7 +1138,7 @@ impl EngineFailed<'_> {
     }
 }
 
-/// A shard rebuilt from its changelog.
+/// A shard restored: rebuilt from its changelog, or resumed from memory.
 #[derive(Debug, Clone, Copy)]
 pub struct ShardRestored {
     /// The changelog partition.
@@ -1140,6 +1147,9 @@ pub struct ShardRestored {
     pub records: u64,
     /// Time the restore took.
     pub seconds: f64,
+    /// Kept in memory since this instance gave it up, and resumed: nothing
+    /// was written to its changelog meanwhile.
+    pub resumed: bool,
 }
 
 impl ShardRestored {
@@ -1149,10 +1159,14 @@ impl ShardRestored {
             partition = self.partition,
             records = self.records,
             seconds = self.seconds,
+            resumed = self.resumed,
             "shard restored"
         );
         counter!(RECORDS_RESTORED).increment(self.records);
         histogram!(RESTORE).record(self.seconds);
+        if self.resumed {
+            counter!(SHARDS_RESUMED).increment(1);
+        }
     }
 }
 
@@ -1456,6 +1470,7 @@ mod tests {
             partition: 0,
             records: 10,
             seconds: 0.5,
+            resumed: true,
         }
         .emit();
         BrokerUnavailable {

@@ -390,3 +390,59 @@ fn a_failed_commit_is_aborted_and_redone() {
     );
     instance.stop();
 }
+
+/// `reactor_shards_resumed_total` as the recorder renders it.
+fn shards_resumed(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> u64 {
+    metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix("reactor_shards_resumed_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn shards_given_back_unchanged_are_resumed_without_a_restore() {
+    let metrics = reactor::metrics::install().expect("metrics recorder");
+    let kafka = TestKafka::new("resume");
+    let config = kafka.config(&pooled_tasks(), 4, true);
+    let t = config.kafka.topics.clone();
+    let (a, reader, mut seen, mut answered) = first_round(&kafka, &config, 4);
+    // Round 1's results committed, so every shard's changelog holds records.
+    std::thread::sleep(Duration::from_secs(1));
+    let before = shards_resumed(&metrics);
+
+    // `b` joins and takes shards from `a`, which keeps them in memory with
+    // where their changelog ended; no input comes, so `b` writes nothing
+    // to them. Killed, `b` leaves no record behind: once its session
+    // expires, `a` gets them back and resumes the shards it kept.
+    let b = kafka.start(&config, "b", 4);
+    b.wait_ready(WAIT);
+    b.crash();
+    let until = std::time::Instant::now() + WAIT;
+    while shards_resumed(&metrics) == before {
+        assert!(
+            std::time::Instant::now() < until,
+            "no shard resumed from memory after the other instance died"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    a.wait_ready(WAIT);
+
+    // The resumed shards go on where they were: every task fires once more.
+    publish_round(&kafka, &t.ctl, 2);
+    seen.extend(reader.read_until(WAIT, |r| {
+        runs(r)
+            .into_iter()
+            .filter(|x| x.run_id.ends_with("#2"))
+            .count()
+            >= 6
+    }));
+    answer(&kafka, &t.results, &seen, &mut answered);
+    seen.extend(reader.read_until(Duration::from_secs(2), |_| false));
+    let ids: Vec<String> = runs(&seen).into_iter().map(|r| r.run_id).collect();
+    let distinct: std::collections::BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(distinct, expected_ids(2), "every firing dispatched");
+    assert_eq!(ids.len(), distinct.len(), "none twice: {ids:?}");
+    a.stop();
+}

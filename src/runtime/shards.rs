@@ -210,6 +210,7 @@ impl Runtime {
                 // Revoked meanwhile.
                 continue;
             }
+            let resumed = matches!(r.state, State::Unchanged);
             let mut shard = match r.state {
                 State::Unchanged => match self.kept.remove(&p) {
                     Some((shard, _)) => shard,
@@ -251,6 +252,7 @@ impl Runtime {
                 partition: p,
                 records: r.records,
                 seconds: r.seconds,
+                resumed,
             }
             .emit();
             n += 1;
@@ -350,6 +352,7 @@ impl Runtime {
             partition: p,
             records: n,
             seconds: started.elapsed().as_secs_f64(),
+            resumed: false,
         }
         .emit();
         Ok(())
