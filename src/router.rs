@@ -109,7 +109,14 @@ impl Router {
             .map(|p| p.name.clone())
             .chain(config.jobs.iter().map(|j| j.name.clone()))
             .collect();
-        let mut ctl = Vec::new();
+        // Sized once: a million tasks name a million parameters or more.
+        let mut ctl = Vec::with_capacity(
+            config
+                .tasks
+                .iter()
+                .map(|t| t.trigger.params().len() + t.extra().produces.len())
+                .sum(),
+        );
         for t in config.tasks.iter() {
             let Some(&p) = pools.get(t.pool()) else {
                 continue;
@@ -128,7 +135,7 @@ impl Router {
                 pools,
                 processes,
                 params: Arc::clone(&config.params),
-                ctl: Postings::build(&ctl),
+                ctl: Postings::build(ctl),
             }),
         }
     }

@@ -363,7 +363,8 @@ impl Tasks {
                         .copied()
                 }),
         );
-        let mut index = Vec::new();
+        // Most tasks name one parameter: room for that at once.
+        let mut index = Vec::with_capacity(tasks.capacity());
         let mut producers = Vec::new();
         for (def, t) in config.tasks.iter().enumerate().filter(owned) {
             // A shard holds far fewer than 2^32 tasks: the configuration
@@ -392,8 +393,8 @@ impl Tasks {
             table,
             defs: Arc::clone(&config.tasks),
             tasks,
-            index: Postings::build(&index),
-            producers: Postings::build(&producers),
+            index: Postings::build(index),
+            producers: Postings::build(producers),
             pools,
             timers: Timers::default(),
             dirty: Vec::new(),
