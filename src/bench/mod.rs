@@ -607,11 +607,7 @@ fn tasks_config(tasks: usize) -> Result<(Config, usize), Error> {
         what: what.into(),
         message: e.to_string(),
     };
-    let path = std::env::temp_dir().join(format!(
-        "reactor-bench-{}-{}.toml",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
+    let path = std::env::temp_dir().join(format!("reactor-{}.toml", prefix("tasks")));
     let file = std::fs::File::create(&path)
         .map_err(|e| failed(&format!("creating {}", path.display()), &e))?;
     let mut out = std::io::BufWriter::new(file);
