@@ -1,7 +1,8 @@
 //! A lookup by name into a list whose items hold their names (the
-//! configured tasks, for the router and every shard): a hash table of positions, so a name is
-//! kept once, by its item, where a `HashMap<String, u32>` kept a second copy
-//! of every id (a heap block and a map entry per task).
+//! configured tasks, for the router and every shard): a hash table of
+//! positions, so a name is kept once, by its item, where a
+//! `HashMap<String, u32>` kept a second copy of every id (a heap block and
+//! a map entry per task).
 
 use std::hash::{BuildHasher, Hasher};
 

@@ -86,7 +86,7 @@ impl TaskList {
     }
 
     /// Reserves room for `more` tasks, their ids as long as the ones so
-    /// far on average.
+    /// far on average (rounded up).
     pub fn reserve(&mut self, more: usize) {
         let id_bytes = self.ids.len().checked_div(self.defs.len()).unwrap_or(0);
         self.defs.reserve_exact(more);
@@ -110,9 +110,8 @@ impl TaskList {
         u16::try_from(at).ok()
     }
 
-    /// Ends the build: gives back the room grown while the list was built
-    /// and indexes the ids (sized once, where an index grown by doubling
-    /// holds up to twice the room).
+    /// Ends the build: gives back the room left over while the list was
+    /// built (its ids were indexed as they came, [`TaskList::push`]).
     pub fn finish(&mut self) {
         self.defs.shrink_to_fit();
         self.ids.shrink_to_fit();
