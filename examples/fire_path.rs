@@ -1,6 +1,6 @@
 //! The runtime thread's work per CTL change, without Kafka: decode the
-//! change, apply it to one shard where it fires one task, encode the run
-//! command and changelog record. For instruction counts that do not depend
+//! change and find its parameter in the router, apply it to one shard where
+//! it fires one task, encode the run command and changelog record. For instruction counts that do not depend
 //! on a noisy machine, counted over the changes alone:
 //! `valgrind --tool=callgrind --toggle-collect=fire_path::fire target/release/examples/fire_path 20000`
 //! then `callgrind_annotate --inclusive=yes` on its output; divide by the
@@ -12,6 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use reactor::codec::{self, CtlRecord, Format};
 use reactor::config::KafkaSettings;
 use reactor::engine::Engine;
+use reactor::router::Router;
 use reactor::runtime::output;
 
 // As the binary: allocation is a good part of the path.
@@ -42,7 +43,8 @@ fn main() {
         .collect();
     engine.start(t0).unwrap();
     let now = t0 + SignedDuration::from_hours(1);
-    let records = fire(&mut engine, &inputs[..changes], &settings, now);
+    let router = Router::new(&config, 4);
+    let records = fire(&mut engine, &router, &inputs[..changes], &settings, now);
     assert_eq!(
         records,
         2 * changes,
@@ -54,6 +56,7 @@ fn main() {
 #[inline(never)]
 fn fire(
     engine: &mut Engine,
+    router: &Router,
     inputs: &[Vec<u8>],
     settings: &KafkaSettings,
     now: Timestamp,
@@ -62,10 +65,12 @@ fn fire(
     let mut out = output::OutRecords::default();
     let mut records = 0;
     for bytes in inputs {
-        let change = codec::read_ctl_change(bytes).unwrap();
-        let mut actions = engine
-            .apply_ctl(&change.entity, &change.param, change.value, now)
+        // As the runtime reads a CTL record: the router's id of its
+        // parameter, then the shard applies it.
+        let ((named, _), value) = codec::read_known_ctl_change(bytes, |e, p| router.raw_ctl(e, p))
+            .unwrap()
             .unwrap();
+        let mut actions = engine.apply_named_ctl(named, value, now).unwrap();
         output::encode(actions.drain(..), 0, settings, &names, now, &mut out);
         // As the shard driver does: the list goes back to the engine.
         engine.recycle(actions);

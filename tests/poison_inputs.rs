@@ -134,10 +134,17 @@ impl Bench {
         let outcome = match role {
             // As `Runtime::on_ctl`: every shard applies a change; the
             // owner of `partition % shards` reports a bad record.
-            Role::Ctl => match intake::decode_ctl(key, payload) {
-                Ok(change) => {
-                    if let Some((named, _)) = self.router.ctl(&change.entity, &change.param) {
-                        intake::apply_ctl(&mut self.shard, &ctx, change.value, named, &record, now);
+            Role::Ctl => match intake::decode_ctl(&self.router, key, payload) {
+                Ok(found) => {
+                    if let Some(known) = found {
+                        intake::apply_ctl(
+                            &mut self.shard,
+                            &ctx,
+                            known.value,
+                            known.id,
+                            &record,
+                            now,
+                        );
                     }
                     Outcome::Applied
                 }

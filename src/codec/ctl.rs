@@ -71,13 +71,49 @@ pub fn decode_ctl_change(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
 /// (JSON, repeated fields, unknown fields, malformed bytes) goes through
 /// the generated decoder, which decides what it means or why it is refused.
 pub fn read_ctl_change(bytes: &[u8]) -> Result<CtlChange<'_>, DecodeError> {
+    checked(bytes, unframe(bytes).ok().and_then(plain))
+}
+
+/// [`read_ctl_change`] for a reader that keeps a change only when `known`
+/// knows its parameter (the router: most changes of `ctl.changes` may name
+/// parameters no task reads), giving what `known` found and the value.
+/// `known` is asked with the raw name of a plain record first; it must
+/// know only valid names, so a name it knows is not read as UTF-8 and
+/// checked again. `Ok(None)` for a well-formed change it does not know,
+/// and the same `Err` as [`read_ctl_change`] for anything malformed.
+pub fn read_known_ctl_change<T>(
+    bytes: &[u8],
+    known: impl Fn(&[u8], &[u8]) -> Option<T>,
+) -> Result<Option<(T, Timestamp)>, DecodeError> {
     let plain = unframe(bytes).ok().and_then(plain);
-    let (entity, param, value, changed_at) = match plain {
-        Some(p) => (
-            Cow::Borrowed(p.entity),
-            Cow::Borrowed(p.param),
+    if let Some(p) = &plain {
+        if let Some(found) = known(p.entity, p.param) {
+            let value = required_ts("value", p.value.as_ref())?;
+            optional_ts("changed_at", p.changed_at.as_ref())?;
+            return Ok(Some((found, value)));
+        }
+    }
+    let change = checked(bytes, plain)?;
+    Ok(known(change.entity.as_bytes(), change.param.as_bytes()).map(|found| (found, change.value)))
+}
+
+/// The change `bytes` holds, read from `plain` when it is plain protobuf
+/// with UTF-8 names, through the generated decoder otherwise; checked.
+fn checked<'a>(bytes: &'a [u8], plain: Option<Plain<'a>>) -> Result<CtlChange<'a>, DecodeError> {
+    let plain = plain.and_then(|p| {
+        Some((
+            std::str::from_utf8(p.entity).ok()?,
+            std::str::from_utf8(p.param).ok()?,
             p.value,
             p.changed_at,
+        ))
+    });
+    let (entity, param, value, changed_at) = match plain {
+        Some((entity, param, value, changed_at)) => (
+            Cow::Borrowed(entity),
+            Cow::Borrowed(param),
+            value,
+            changed_at,
         ),
         None => {
             let m: v1::CtlChange = decode(bytes)?;
@@ -99,10 +135,10 @@ pub fn read_ctl_change(bytes: &[u8]) -> Result<CtlChange<'_>, DecodeError> {
     })
 }
 
-/// The fields of a plain protobuf `CtlChange`.
+/// The fields of a plain protobuf `CtlChange`, names not yet read as UTF-8.
 struct Plain<'a> {
-    entity: &'a str,
-    param: &'a str,
+    entity: &'a [u8],
+    param: &'a [u8],
     value: Option<ProtoTimestamp>,
     changed_at: Option<ProtoTimestamp>,
 }
@@ -126,8 +162,8 @@ fn plain(mut bytes: &[u8]) -> Option<Plain<'_>> {
         let field = bytes.get(..len)?;
         bytes = bytes.get(len..)?;
         match key >> 3 {
-            1 => once(&mut entity, std::str::from_utf8(field).ok()?)?,
-            2 => once(&mut param, std::str::from_utf8(field).ok()?)?,
+            1 => once(&mut entity, field)?,
+            2 => once(&mut param, field)?,
             3 => once(&mut value, timestamp(field)?)?,
             4 => once(&mut changed_at, timestamp(field)?)?,
             5 => once(&mut source, std::str::from_utf8(field).ok()?)?,
@@ -304,6 +340,29 @@ mod tests {
         assert_eq!(change.into_owned(), record());
     }
 
+    #[test]
+    fn a_known_name_is_refused_for_what_its_record_lacks() {
+        let known = |e: &[u8], p: &[u8]| (e == b"dwh.orders" && p == b"max_dt").then_some(());
+        // Entity and parameter only: no value.
+        let bytes = b"\x0a\x0adwh.orders\x12\x06max_dt";
+        let refused = read_ctl_change(bytes).unwrap_err().to_string();
+        assert_eq!(
+            read_known_ctl_change(bytes, known).unwrap_err().to_string(),
+            refused
+        );
+        // A name no table can hold is refused whoever reads it.
+        let bytes = encode_ctl_change(
+            &CtlRecord {
+                entity: "dwh orders".into(),
+                ..record()
+            },
+            None,
+            "",
+            Format::Protobuf,
+        );
+        assert!(read_known_ctl_change(&bytes, |_, _| None::<()>).is_err());
+    }
+
     /// What the generated decoder alone makes of `bytes`.
     fn via_prost(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
         let m: v1::CtlChange = decode(bytes)?;
@@ -387,7 +446,15 @@ mod tests {
             }
             let ours = read_ctl_change(&bytes).map(CtlChange::into_owned).map_err(|e| e.to_string());
             let theirs = via_prost(&bytes).map_err(|e| e.to_string());
-            prop_assert_eq!(ours, theirs);
+            prop_assert_eq!(ours, theirs.clone());
+            // A reader that knows one (valid) name: a change of it, nothing
+            // for another well-formed one, the same refusals.
+            let known = |entity: &[u8], param: &[u8]| {
+                (entity == b"dwh.orders" && param == b"max_dt").then_some(7)
+            };
+            let kept = read_known_ctl_change(&bytes, known).map_err(|e| e.to_string());
+            let expected = theirs.map(|r| known(r.entity.as_bytes(), r.param.as_bytes()).map(|n| (n, r.value)));
+            prop_assert_eq!(kept, expected);
         }
 
         /// Every well-formed record, whatever its values, reads the same.
@@ -407,6 +474,9 @@ mod tests {
             let bytes = encode_ctl_change(&record, changed.then_some(record.value), "loader", Format::Protobuf);
             let ours = read_ctl_change(&bytes).map(CtlChange::into_owned).map_err(|e| e.to_string());
             prop_assert_eq!(&ours, &via_prost(&bytes).map_err(|e| e.to_string()));
+            let known = |e: &[u8], p: &[u8]| (e == record.entity.as_bytes() && p == record.param.as_bytes()).then_some(());
+            prop_assert_eq!(read_known_ctl_change(&bytes, known), Ok(Some(((), record.value))));
+            prop_assert_eq!(read_known_ctl_change(&bytes, |_, _| None::<()>), Ok(None));
             prop_assert_eq!(ours, Ok(record));
         }
     }

@@ -45,7 +45,10 @@ pub use changelog::{
     changelog_key, decode_changelog, encode_changelog, encode_value_into, put_changelog_key,
 };
 pub use command::{decode_command, encode_command};
-pub use ctl::{decode_ctl_change, encode_ctl_change, read_ctl_change, CtlChange, CtlRecord};
+pub use ctl::{
+    decode_ctl_change, encode_ctl_change, read_ctl_change, read_known_ctl_change, CtlChange,
+    CtlRecord,
+};
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, encode_event_into, event_kind};
 pub use json::{to_json, MessageKind};

@@ -71,20 +71,20 @@ pub struct ParamNames {
 
 /// The hash of `entity/param` in a [`ParamNames`] (fixed seeds: the same in
 /// every run and every table).
-fn param_hash(entity: &str, param: &str) -> u64 {
+fn param_hash(entity: &[u8], param: &[u8]) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = foldhash::fast::FixedState::with_seed(0x5245_4143_544f_5221).build_hasher();
-    h.write(entity.as_bytes());
+    h.write(entity);
     // A separator no name holds, so that `ab/c` and `a/bc` differ.
     h.write_u8(0xff);
-    h.write(param.as_bytes());
+    h.write(param);
     h.finish()
 }
 
 /// The hash of the name `id` has in `text` (what a rehash needs).
 fn stored_hash(text: &str, spans: &[Span], id: ParamId) -> u64 {
     let name = parts(text, spans, id);
-    param_hash(name.entity, name.param)
+    param_hash(name.entity.as_bytes(), name.param.as_bytes())
 }
 
 /// Both parts of the name `id` has in `text` (empty for an id not issued).
@@ -110,7 +110,9 @@ impl ParamNames {
         Self::default()
     }
 
-    /// The id of `name`, assigning the next one if it is new.
+    /// The id of `name`, assigning the next one if it is new. `name` is a
+    /// valid parameter name (the parts of a [`super::ParamName`]):
+    /// [`ParamNames::raw_id`] relies on it.
     pub fn intern(&mut self, name: ParamRef<'_>) -> ParamId {
         let ParamRef { entity, param } = name;
         if let Some(id) = self.id(entity, param) {
@@ -126,9 +128,10 @@ impl ParamNames {
         self.text.push_str(param);
         self.spans.push(span);
         let (text, spans) = (&self.text, &self.spans);
-        self.ids.insert_unique(param_hash(entity, param), id, |id| {
-            stored_hash(text, spans, *id)
-        });
+        self.ids
+            .insert_unique(param_hash(entity.as_bytes(), param.as_bytes()), id, |id| {
+                stored_hash(text, spans, *id)
+            });
         id
     }
 
@@ -156,9 +159,17 @@ impl ParamNames {
 
     /// The id of `entity/param`, if it was interned.
     pub fn id(&self, entity: &str, param: &str) -> Option<ParamId> {
+        self.raw_id(entity.as_bytes(), param.as_bytes())
+    }
+
+    /// [`ParamNames::id`] of a name as raw bytes (a record's, not yet read
+    /// as UTF-8): only valid names are interned (each from a
+    /// [`super::ParamName`]), so bytes equal to one are that valid name.
+    pub fn raw_id(&self, entity: &[u8], param: &[u8]) -> Option<ParamId> {
         self.ids
             .find(param_hash(entity, param), |&id| {
-                parts(&self.text, &self.spans, id) == ParamRef { entity, param }
+                let name = parts(&self.text, &self.spans, id);
+                name.entity.as_bytes() == entity && name.param.as_bytes() == param
             })
             .copied()
     }

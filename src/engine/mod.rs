@@ -87,6 +87,9 @@ pub struct Engine {
     /// a step's list taken from it instead of allocated and grown anew for
     /// every input.
     spare: Vec<Action>,
+    /// The earliest armed deadline, worked out at the end of every step:
+    /// the driver asks for it two or three times per input.
+    next: Option<Timestamp>,
 }
 
 impl Engine {
@@ -104,6 +107,7 @@ impl Engine {
             processes: processes::Processes::new(config),
             ops: ops::Ops::new(),
             spare: Vec::new(),
+            next: None,
         }
     }
 
@@ -197,6 +201,7 @@ impl Engine {
         engine.tasks.rebuild_derived()?;
         engine.offers.rebuild_derived();
         engine.processes.rebuild_derived()?;
+        engine.next = engine.earliest();
         Ok(engine)
     }
 
@@ -365,7 +370,7 @@ impl Engine {
             self.ops.finish(&mut out);
             Ok(())
         });
-        match done {
+        let result = match done {
             Ok(()) => Ok(out),
             Err(e) => {
                 self.tasks.abandon();
@@ -374,11 +379,17 @@ impl Engine {
                 self.ops.abandon();
                 Err(e)
             }
-        }
+        };
+        self.next = self.earliest();
+        result
     }
 
     /// The earliest armed deadline: when [`Engine::tick`] next has work.
     pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.next
+    }
+
+    fn earliest(&self) -> Option<Timestamp> {
         [
             self.tasks.next_deadline(),
             self.offers.next_deadline(),

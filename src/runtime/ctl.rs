@@ -19,7 +19,7 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::health::Phase;
-use super::intake::{self, Context, Received};
+use super::intake::{self, Context, KnownCtl, Received};
 use super::{Error, Runtime, CALL_TIMEOUT, MAX_POLL_BATCH, RESTORE_TIMEOUT};
 use crate::codec::trace::{self, Trace};
 use crate::metrics;
@@ -199,19 +199,18 @@ impl Runtime {
             // A tombstone removes nothing: a parameter's value never disappears.
             return;
         }
-        let change = match intake::decode_ctl(m.key(), m.payload()) {
-            Ok(change) => change,
-            Err(e) => return self.ctl_dead(&received(m), e.to_string()),
-        };
         // A parameter no task names decides nothing, here or after a restore.
-        let Some((id, routes)) = self.router.ctl(&change.entity, &change.param) else {
-            return;
-        };
+        let KnownCtl { id, routes, value } =
+            match intake::decode_ctl(&self.router, m.key(), m.payload()) {
+                Ok(Some(known)) => known,
+                Ok(None) => return,
+                Err(e) => return self.ctl_dead(&received(m), e.to_string()),
+            };
         // Read only now: a change of a parameter no task names (often most
         // of them) is dropped before its headers are read, which allocates.
         let record = received(m);
         if let Some(slot) = self.table.get_mut(id.index()) {
-            *slot = crate::stamp::some(change.value);
+            *slot = crate::stamp::some(value);
         }
         let ctx = Context {
             settings: &self.options.config.kafka,
@@ -222,7 +221,7 @@ impl Runtime {
         let mut applied = false;
         for p in routes {
             if let Some(shard) = self.shards.get_mut(p) {
-                intake::apply_ctl(shard, &ctx, change.value, id, &record, now);
+                intake::apply_ctl(shard, &ctx, value, id, &record, now);
                 applied = true;
             }
         }

@@ -18,7 +18,7 @@ use super::dead::{self, DeadNote, Source};
 use super::output::{self, OutRecord, OutRecords, OutTopics};
 use crate::action::Action;
 use crate::codec::trace::Trace;
-use crate::codec::{self, limits, CtlChange, CtlRecord, DecodeError};
+use crate::codec::{self, limits, CtlRecord, DecodeError};
 use crate::config::KafkaSettings;
 use crate::ctl::ParamId;
 use crate::engine::{Engine, Input, OfferCounters, Stats};
@@ -361,14 +361,30 @@ pub fn decode(
     }
 }
 
-/// [`decode`] of a CTL record, as the record the table and every shard take
-/// (its names borrowed from `payload` where they can be).
-pub fn decode_ctl<'a>(
+/// A CTL change of a parameter some task names, as the table and the
+/// shards take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownCtl<'r> {
+    /// The parameter's id in the router (the configuration's).
+    pub id: ParamId,
+    /// The partitions whose tasks name it.
+    pub routes: &'r [i32],
+    /// The new value.
+    pub value: Timestamp,
+}
+
+/// [`decode`] of a CTL record as a [`KnownCtl`] of `router`'s; `Ok(None)`
+/// for a well-formed change of a parameter no task names.
+pub fn decode_ctl<'r>(
+    router: &'r Router,
     key: Option<&[u8]>,
-    payload: Option<&'a [u8]>,
-) -> Result<CtlChange<'a>, DecodeError> {
+    payload: Option<&[u8]>,
+) -> Result<Option<KnownCtl<'r>>, DecodeError> {
     limits::check_record(key, payload)?;
-    codec::read_ctl_change(payload.unwrap_or_default())
+    let found = codec::read_known_ctl_change(payload.unwrap_or_default(), |entity, param| {
+        router.raw_ctl(entity, param)
+    })?;
+    Ok(found.map(|((id, routes), value)| KnownCtl { id, routes, value }))
 }
 
 /// Takes one group record of `role` into `shard` (the shard of the
