@@ -8,9 +8,25 @@ use crate::process::{KeyRecord, ScheduleRecord};
 use crate::stage::{OfferRecord, RescanRecord};
 use crate::task::TaskRecord;
 
-/// A state store inside a shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A state store inside a shard. Its name (`task`) prefixes its changelog
+/// keys (`task/orders_daily`) and labels metrics and logs.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Store {
     /// Task runtime state, keyed by task id.
     Task,
@@ -33,15 +49,16 @@ pub enum Store {
 impl Store {
     /// Name used in changelog keys (`store/key`), metrics and logs.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Store::Task => "task",
-            Store::Offer => "offer",
-            Store::Rescan => "rescan",
-            Store::Process => "process",
-            Store::Schedule => "schedule",
-            Store::Seq => "seq",
-            Store::Recovery => "recovery",
-        }
+        self.into()
+    }
+
+    /// The store and the key within it of a changelog record's Kafka key
+    /// (`task/orders_daily`); `None` for a key of no store.
+    pub fn split_key(key: &[u8]) -> Option<(Store, &[u8])> {
+        let at = key.iter().position(|b| *b == b'/')?;
+        let (prefix, rest) = (key.get(..at)?, key.get(at + 1..)?);
+        let store = std::str::from_utf8(prefix).ok()?.parse().ok()?;
+        Some((store, rest))
     }
 }
 

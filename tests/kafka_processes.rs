@@ -148,6 +148,48 @@ fn launches_by_command_and_by_event_run_their_chains() {
         Some(reactor::process::Status::Succeeded)
     );
     instance.stop();
+
+    // `reactor tail` shows every record of the changelog, process keys and
+    // instance counters included.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
+        .args([
+            "tail",
+            &t.changelog,
+            "--kind",
+            "changelog",
+            "--from-beginning",
+        ])
+        .args(["--idle", "3s", "--brokers", &kafka.brokers])
+        .output()
+        .expect("running reactor tail");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for line in &lines {
+        assert!(line["value"].get("undecodable").is_none(), "{line}");
+    }
+    let u2 = lines
+        .iter()
+        .rev()
+        .find(|l| l["key"] == "process/payout/u2")
+        .unwrap_or_else(|| panic!("no record of payout/u2 in {lines:?}"));
+    assert_eq!(
+        u2["value"]["last"]["status"],
+        reactor::process::Status::Succeeded.as_str(),
+        "{u2}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["key"] == "seq/payout" && l["value"]["seq"].is_string()),
+        "{lines:?}"
+    );
 }
 
 /// On the mock cluster, transactional offsets are not stored: a successor

@@ -13,6 +13,7 @@ use rdkafka::error::KafkaResult;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::changelog::Store;
 use crate::clock::SystemClock;
 use crate::codec::{self, CtlRecord, Format, MessageKind};
 use crate::config::{Config, KafkaSettings};
@@ -69,9 +70,11 @@ pub struct TailArgs {
     #[command(flatten)]
     target: Target,
     /// Message type (ctl_change, run_command, run_result, event, command,
-    /// offer_change, offer_state, task_record, offer_record, rescan_record,
-    /// or changelog: by each key's store); default: guessed from the
-    /// configured topic names (run topics of tasks and stages with --config).
+    /// offer_change, offer_state, one store's records — task_record,
+    /// offer_record, rescan_record, key_record, schedule_record, seq_record,
+    /// recovery_record — or changelog: by each key's store); default:
+    /// guessed from the configured topic names (run topics of tasks and
+    /// stages with --config).
     #[arg(long)]
     kind: Option<String>,
     /// Start at the beginning of every partition (default: only new records).
@@ -520,7 +523,7 @@ enum TailKind {
     /// Every record is of this kind.
     Fixed(MessageKind),
     /// The changelog: the kind follows the store in the key (`task/…`,
-    /// `offer/…`, `rescan/…`).
+    /// `offer/…`, `process/…` …).
     Changelog,
 }
 
@@ -537,14 +540,7 @@ impl TailKind {
         match self {
             TailKind::Fixed(kind) => Some(kind),
             TailKind::Changelog => {
-                let key = key?;
-                let store = key.split(|b| *b == b'/').next()?;
-                match store {
-                    b"task" => Some(MessageKind::TaskRecord),
-                    b"offer" => Some(MessageKind::OfferRecord),
-                    b"rescan" => Some(MessageKind::RescanRecord),
-                    _ => None,
-                }
+                Store::split_key(key?).map(|(store, _)| MessageKind::of_store(store))
             }
         }
     }
@@ -586,7 +582,11 @@ pub fn tail(args: TailArgs) -> ExitCode {
         eprintln!(
             "error: cannot tell the message type of {}; pass --kind (one of {}, changelog)",
             args.topic,
-            MessageKind::ALL.map(MessageKind::as_str).join(", ")
+            MessageKind::ALL
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         return ExitCode::from(2);
     };
@@ -730,6 +730,24 @@ topic = "t.runs"
             changelog.of(Some(b"rescan/price")),
             Some(MessageKind::RescanRecord)
         );
+        assert_eq!(
+            changelog.of(Some(b"process/payout/k1")),
+            Some(MessageKind::KeyRecord)
+        );
+        assert_eq!(
+            changelog.of(Some(b"schedule/payout")),
+            Some(MessageKind::ScheduleRecord)
+        );
+        assert_eq!(
+            changelog.of(Some(b"seq/payout")),
+            Some(MessageKind::SeqRecord)
+        );
+        assert_eq!(
+            changelog.of(Some(b"recovery/op1")),
+            Some(MessageKind::RecoveryRecord)
+        );
+        // The runtime's CTL dead-letter marks are no store's.
+        assert_eq!(changelog.of(Some(b"ctl-dead/3")), None);
         assert_eq!(changelog.of(Some(b"nope/x")), None);
         assert_eq!(changelog.of(None), None);
     }

@@ -22,17 +22,6 @@ use crate::run::{Run, RunSlot};
 use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::task::{Hold, TaskRecord, TaskState};
 
-/// Every store, to resolve a key's prefix.
-const STORES: [Store; 7] = [
-    Store::Task,
-    Store::Offer,
-    Store::Rescan,
-    Store::Process,
-    Store::Schedule,
-    Store::Seq,
-    Store::Recovery,
-];
-
 /// The parts of the changelog key of `key` in `store`, in order.
 fn key_parts(store: Store, key: &str) -> [&str; 3] {
     [store.as_str(), "/", key]
@@ -84,15 +73,14 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         reason,
     };
     let text = std::str::from_utf8(key).map_err(|_| bad("not UTF-8"))?;
-    let (prefix, id) = text
-        .split_once('/')
-        .ok_or_else(|| bad("expected `store/key`"))?;
-    let store = STORES
-        .into_iter()
-        .find(|s| s.as_str() == prefix)
-        .ok_or_else(|| {
-            bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`")
-        })?;
+    if !text.contains('/') {
+        return Err(bad("expected `store/key`"));
+    }
+    let (store, id) = Store::split_key(key).ok_or_else(|| {
+        bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`")
+    })?;
+    // The rest of UTF-8 text after an ASCII `/`: UTF-8 too.
+    let id = std::str::from_utf8(id).unwrap_or_default();
     if id.is_empty() {
         return Err(bad("empty key after the store"));
     }
@@ -717,6 +705,16 @@ mod tests {
             reason(b"job/j1", None),
             "changelog key `job/j1`: unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`"
         );
+        // The message names every store, and every store's key reads back.
+        let refused = reason(b"job/j1", None);
+        for &store in <Store as strum::VariantArray>::VARIANTS {
+            assert!(
+                refused.contains(&format!("`{}`", store.as_str())),
+                "{store:?}"
+            );
+            let key = changelog_key(store, "k/1");
+            assert_eq!(Store::split_key(key.as_bytes()), Some((store, &b"k/1"[..])));
+        }
         assert_eq!(
             reason(b"task", None),
             "changelog key `task`: expected `store/key`"

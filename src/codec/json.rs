@@ -5,11 +5,26 @@ use serde::{Deserialize, Serialize};
 
 use super::error::DecodeError;
 use super::wire::decode;
+use crate::changelog::Store;
 use crate::proto::v1;
 
-/// The message type of a record, named as in the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The message type of a record, named as in the schema (`run_result`, on
+/// the command line and in logs).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MessageKind {
     /// `CtlChange`, on `ctl.changes`.
     CtlChange,
@@ -31,42 +46,41 @@ pub enum MessageKind {
     OfferRecord,
     /// `RescanRecord`, a `rescan/…` value on `reactor.changelog`.
     RescanRecord,
+    /// `KeyRecord`, a `process/…` value on `reactor.changelog`.
+    KeyRecord,
+    /// `ScheduleRecord`, a `schedule/…` value on `reactor.changelog`.
+    ScheduleRecord,
+    /// `SeqRecord`, a `seq/…` value on `reactor.changelog`.
+    SeqRecord,
+    /// `RecoveryRecord`, a `recovery/…` value on `reactor.changelog`.
+    RecoveryRecord,
 }
 
 impl MessageKind {
     /// Every kind.
-    pub const ALL: [MessageKind; 10] = [
-        MessageKind::CtlChange,
-        MessageKind::RunCommand,
-        MessageKind::RunResult,
-        MessageKind::Event,
-        MessageKind::Command,
-        MessageKind::TaskRecord,
-        MessageKind::OfferChange,
-        MessageKind::OfferState,
-        MessageKind::OfferRecord,
-        MessageKind::RescanRecord,
-    ];
+    pub const ALL: &'static [MessageKind] = <MessageKind as strum::VariantArray>::VARIANTS;
 
     /// Name on the command line and in logs (`run_result`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            MessageKind::CtlChange => "ctl_change",
-            MessageKind::RunCommand => "run_command",
-            MessageKind::RunResult => "run_result",
-            MessageKind::Event => "event",
-            MessageKind::Command => "command",
-            MessageKind::TaskRecord => "task_record",
-            MessageKind::OfferChange => "offer_change",
-            MessageKind::OfferState => "offer_state",
-            MessageKind::OfferRecord => "offer_record",
-            MessageKind::RescanRecord => "rescan_record",
-        }
+        self.into()
     }
 
     /// The kind named `name` (as [`Self::as_str`] writes it).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
+        name.parse().ok()
+    }
+
+    /// The kind of the values of changelog `store`.
+    pub fn of_store(store: Store) -> MessageKind {
+        match store {
+            Store::Task => MessageKind::TaskRecord,
+            Store::Offer => MessageKind::OfferRecord,
+            Store::Rescan => MessageKind::RescanRecord,
+            Store::Process => MessageKind::KeyRecord,
+            Store::Schedule => MessageKind::ScheduleRecord,
+            Store::Seq => MessageKind::SeqRecord,
+            Store::Recovery => MessageKind::RecoveryRecord,
+        }
     }
 }
 
@@ -85,6 +99,10 @@ pub fn to_json(kind: MessageKind, bytes: &[u8]) -> Result<serde_json::Value, Dec
         MessageKind::OfferState => render::<v1::OfferState>(bytes),
         MessageKind::OfferRecord => render::<v1::OfferRecord>(bytes),
         MessageKind::RescanRecord => render::<v1::RescanRecord>(bytes),
+        MessageKind::KeyRecord => render::<v1::KeyRecord>(bytes),
+        MessageKind::ScheduleRecord => render::<v1::ScheduleRecord>(bytes),
+        MessageKind::SeqRecord => render::<v1::SeqRecord>(bytes),
+        MessageKind::RecoveryRecord => render::<v1::RecoveryRecord>(bytes),
     }
 }
 
@@ -107,7 +125,7 @@ mod tests {
 
     #[test]
     fn names() {
-        for k in MessageKind::ALL {
+        for &k in MessageKind::ALL {
             assert_eq!(MessageKind::from_name(k.as_str()), Some(k));
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }

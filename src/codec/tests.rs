@@ -19,7 +19,7 @@ fn decode_all(bytes: &[u8]) {
     let _ = decode_changelog(b"offer/o1", Some(bytes));
     let _ = decode_changelog(b"rescan/price", Some(bytes));
     let _ = decode_changelog(bytes, None);
-    for kind in MessageKind::ALL {
+    for &kind in MessageKind::ALL {
         let _ = to_json(kind, bytes);
     }
 }
