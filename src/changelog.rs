@@ -68,6 +68,12 @@ impl Store {
 pub enum Value {
     /// A task's runtime state.
     Task(Box<TaskRecord>),
+    /// A task's runtime state as its shard writes it: the record's protobuf
+    /// bytes, written straight from the task (a `TaskRecord` of owned
+    /// copies was most of the work of a step that fires a task). Shown
+    /// and restored as the record it decodes to.
+    #[serde(serialize_with = "task_encoded")]
+    TaskEncoded(Vec<u8>),
     /// An offer and its stage slots.
     Offer(Box<OfferRecord>),
     /// A rescan in progress.
@@ -92,4 +98,12 @@ pub struct ChangelogRecord {
     pub key: String,
     /// New value; `None` deletes the key.
     pub value: Option<Value>,
+}
+
+/// Serializes an encoded task record as the record it holds.
+fn task_encoded<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    match crate::codec::decode_task_record(bytes) {
+        Ok(record) => record.serialize(s),
+        Err(e) => Err(serde::ser::Error::custom(e)),
+    }
 }

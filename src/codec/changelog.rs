@@ -12,7 +12,9 @@ use super::error::DecodeError;
 use super::put::{
     delimited_len, put_bytes, put_len, put_str, put_ts, put_uint, str_len, ts_len, uint_len,
 };
-use super::time::{optional_ts, put_ts_map, required_ts, timestamp_to_proto, ts_map, ts_map_len};
+use super::time::{
+    optional_ts, put_ts_entry, required_ts, timestamp_to_proto, ts_entry_len, ts_map, ParamKey,
+};
 use super::wire::{decode, encode_into, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::offer::{normalize, normalize_body, Body};
@@ -57,6 +59,7 @@ pub fn encode_value_into(key: &str, v: Value, buf: &mut Vec<u8>) {
     let pb = Format::Protobuf;
     match v {
         Value::Task(task) => encode_task_into(&task, buf),
+        Value::TaskEncoded(bytes) => buf.extend_from_slice(&bytes),
         Value::Offer(offer) => encode_offer_into(&offer, buf),
         Value::Rescan(rescan) => encode_into(&rescan_to_proto(&rescan), pb, buf),
         Value::Process(r) => encode_into(&super::process::key_to_proto(&r), pb, buf),
@@ -87,7 +90,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
     let value = match value {
         None => None,
         Some(bytes) => Some(match store {
-            Store::Task => Value::Task(Box::new(task_from_proto(decode(bytes)?)?)),
+            Store::Task => Value::Task(Box::new(decode_task_record(bytes)?)),
             Store::Offer => Value::Offer(Box::new(offer_from_proto(decode(bytes)?)?)),
             Store::Rescan => Value::Rescan(rescan_from_proto(decode(bytes)?)?),
             Store::Process => Value::Process(std::sync::Arc::new(super::process::key_from_proto(
@@ -141,26 +144,98 @@ fn state_from_proto(state: i32) -> Result<TaskState, DecodeError> {
 const TASK_SNAPSHOT: u32 = 9;
 const TASK_LAST_SEEN: u32 = 10;
 
-/// A task record in protobuf, written straight from the record (one is
-/// written for every step of a task): its fields in field order, then its
-/// maps of parameter values ([`put_ts_map`]) — what prost writes for the
-/// message without the maps, followed by them. What only some tasks set
-/// (a hold, launch parameters) goes through the generated messages.
+/// A task record in protobuf ([`encode_task_fields`]).
 fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
-    let slot = &r.slot;
+    fn named(values: &crate::ctl::ParamValues) -> Vec<(ParamKey<'_>, jiff::Timestamp)> {
+        values
+            .iter()
+            .map(|(name, value)| (ParamKey::Joined(name), *value))
+            .collect()
+    }
+    let (snapshot, last_seen) = (named(&r.snapshot), named(&r.last_seen));
+    encode_task_fields(
+        &TaskFields {
+            slot: &r.slot,
+            since: r.since,
+            queued_at: r.queued_at,
+            snapshot: &snapshot,
+            last_seen: &last_seen,
+            last_success: r.last_success,
+            sla_due: r.sla_due,
+            hold: r.hold.as_ref(),
+            pause_requested: r.pause_requested,
+            launch: r.launch.as_ref(),
+            again: r.again.as_ref(),
+            cron_at: r.cron_at,
+            source: r.source.as_deref(),
+        },
+        buf,
+    );
+}
+
+/// Parameter values of a task record, in name order (as a
+/// [`crate::ctl::ParamValues`] holds them).
+pub type TaskValues<'a> = &'a [(ParamKey<'a>, jiff::Timestamp)];
+
+/// A task record's fields, borrowed from a decoded [`TaskRecord`] or
+/// straight from a shard's task: the one writer of `TaskRecord` bytes
+/// takes both, so that a shard writes its task's record without building
+/// a `TaskRecord` (owned copies of its names, run id and launch) first.
+pub struct TaskFields<'a> {
+    /// The run lifecycle.
+    pub slot: &'a RunSlot,
+    /// When it entered its state.
+    pub since: Option<jiff::Timestamp>,
+    /// When it was queued.
+    pub queued_at: Option<jiff::Timestamp>,
+    /// Values read at the current run's dispatch.
+    pub snapshot: TaskValues<'a>,
+    /// Values recorded at the last success.
+    pub last_seen: TaskValues<'a>,
+    /// Time of the last success.
+    pub last_success: Option<jiff::Timestamp>,
+    /// When `sla_missed` is due.
+    pub sla_due: Option<jiff::Timestamp>,
+    /// A slot held for the task.
+    pub hold: Option<&'a Hold>,
+    /// Pause once the current run ends.
+    pub pause_requested: bool,
+    /// Launched with these parameters.
+    pub launch: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// A launch waiting for the run in flight.
+    pub again: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// When the cron schedule next fires.
+    pub cron_at: Option<jiff::Timestamp>,
+    /// What caused the current run.
+    pub source: Option<&'a str>,
+}
+
+/// Appends the `TaskRecord` of `r` to `buf` (one is written for every
+/// step of a task): its fields in field order, then its maps of parameter
+/// values — what prost writes for the message without the maps, followed
+/// by them (property-tested). What only some tasks set (a hold, launch
+/// parameters) goes through the generated messages.
+pub fn encode_task_fields(r: &TaskFields<'_>, buf: &mut Vec<u8>) {
+    let slot = r.slot;
     let state = u64::try_from(i32::from(state_to_proto(slot.phase))).unwrap_or_default();
     let opt_ts_len = |tag, t: Option<jiff::Timestamp>| t.map_or(0, |t| ts_len(tag, t));
-    let hold = r.hold.as_ref().map(|h| v1::Hold {
+    let hold = r.hold.map(|h| v1::Hold {
         until: Some(timestamp_to_proto(h.until)),
         awaiting_data: h.awaiting_data,
     });
-    let launch = |p: &Option<std::collections::BTreeMap<String, String>>| {
-        p.as_ref().map(|p| v1::LaunchParams {
+    let launch = |p: Option<&std::collections::BTreeMap<String, String>>| {
+        p.map(|p| v1::LaunchParams {
             params: p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         })
     };
-    let (launch, again) = (launch(&r.launch), launch(&r.again));
+    let (launch, again) = (launch(r.launch), launch(r.again));
     let run_len = slot.run().map(run_len);
+    let values_len = |tag, values: TaskValues<'_>| -> usize {
+        values
+            .iter()
+            .map(|&(key, value)| ts_entry_len(tag, key, value))
+            .sum()
+    };
     let len = uint_len(1, state)
         + opt_ts_len(2, r.since)
         + opt_ts_len(3, r.queued_at)
@@ -178,9 +253,9 @@ fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
         + again.as_ref().map_or(0, |l| message::encoded_len(17, l))
         + opt_ts_len(18, r.cron_at)
         + opt_ts_len(19, slot.failed_at())
-        + r.source.as_ref().map_or(0, |s| delimited_len(20, s.len()))
-        + ts_map_len(TASK_SNAPSHOT, &r.snapshot)
-        + ts_map_len(TASK_LAST_SEEN, &r.last_seen);
+        + r.source.map_or(0, |s| delimited_len(20, s.len()))
+        + values_len(TASK_SNAPSHOT, r.snapshot)
+        + values_len(TASK_LAST_SEEN, r.last_seen);
     buf.reserve(len);
     let put_opt_ts = |tag, t: Option<jiff::Timestamp>, buf: &mut Vec<u8>| {
         if let Some(t) = t {
@@ -219,11 +294,20 @@ fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
     }
     put_opt_ts(18, r.cron_at, buf);
     put_opt_ts(19, slot.failed_at(), buf);
-    if let Some(s) = &r.source {
+    if let Some(s) = r.source {
         put_bytes(20, s.as_bytes(), buf);
     }
-    put_ts_map(TASK_SNAPSHOT, &r.snapshot, buf);
-    put_ts_map(TASK_LAST_SEEN, &r.last_seen, buf);
+    for &(key, value) in r.snapshot {
+        put_ts_entry(TASK_SNAPSHOT, key, value, buf);
+    }
+    for &(key, value) in r.last_seen {
+        put_ts_entry(TASK_LAST_SEEN, key, value, buf);
+    }
+}
+
+/// Decodes the value of a `task/…` changelog record.
+pub fn decode_task_record(bytes: &[u8]) -> Result<TaskRecord, DecodeError> {
+    task_from_proto(decode(bytes)?)
 }
 
 /// Field number of `TaskRecord.run`.
@@ -569,6 +653,7 @@ fn rescan_from_proto(m: v1::RescanRecord) -> Result<RescanRecord, DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::time::put_ts_map;
     use super::*;
     use jiff::Timestamp;
     use proptest::prelude::*;

@@ -42,7 +42,8 @@ mod wire;
 mod tests;
 
 pub use changelog::{
-    changelog_key, decode_changelog, encode_changelog, encode_value_into, put_changelog_key,
+    changelog_key, decode_changelog, decode_task_record, encode_changelog, encode_task_fields,
+    encode_value_into, put_changelog_key, TaskFields, TaskValues,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{
@@ -64,5 +65,5 @@ pub use run::{
     encode_run_command_into, encode_stage_run_command, encode_stage_run_command_into,
     encode_step_run_command, encode_step_run_command_into, KIND_STAGE, KIND_STEP, KIND_TASK,
 };
-pub use time::{timestamp_from_proto, timestamp_to_proto};
+pub use time::{timestamp_from_proto, timestamp_to_proto, ParamKey};
 pub use wire::{is_json, Format};

@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use pbjson_types::Timestamp as ProtoTimestamp;
 
 use super::error::DecodeError;
-use super::put::{delimited_len, put_len, put_str, put_ts, str_len, ts_len};
+use super::put::{delimited_len, put_len, put_str, put_ts, ts_len};
 use crate::ctl::ParamValues;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
@@ -82,30 +82,72 @@ pub(super) fn put_ts_map(tag: u32, map: &ParamValues, buf: &mut Vec<u8>) {
     // No reserve here: the writers allocate a record at its full length,
     // these bytes included ([`ts_map_len`]).
     for (key, value) in map {
-        put_len(tag, entry_len(key, *value), buf);
-        put_str(1, key, buf);
-        if *value != Timestamp::UNIX_EPOCH {
-            put_ts(2, *value, buf);
-        }
+        put_ts_entry(tag, ParamKey::Joined(key), *value, buf);
     }
 }
 
 /// Bytes [`put_ts_map`] appends.
 pub(super) fn ts_map_len(tag: u32, map: &ParamValues) -> usize {
     map.iter()
-        .map(|(key, value)| delimited_len(tag, entry_len(key, *value)))
+        .map(|(key, value)| ts_entry_len(tag, ParamKey::Joined(key), *value))
         .sum()
+}
+
+/// A parameter's name as a map key: `entity/param` in one string, or its
+/// two parts (as a shard's table keeps them), written joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKey<'a> {
+    /// `entity/param`.
+    Joined(&'a str),
+    /// Entity and parameter.
+    Parts(&'a str, &'a str),
+}
+
+impl ParamKey<'_> {
+    fn len(self) -> usize {
+        match self {
+            ParamKey::Joined(name) => name.len(),
+            ParamKey::Parts(entity, param) => entity.len() + 1 + param.len(),
+        }
+    }
+}
+
+/// One entry of a `map<string, google.protobuf.Timestamp>` field `tag`,
+/// as [`put_ts_map`] writes each.
+pub(super) fn put_ts_entry(tag: u32, key: ParamKey<'_>, value: Timestamp, buf: &mut Vec<u8>) {
+    put_len(tag, entry_len(key, value), buf);
+    match key {
+        ParamKey::Joined(name) => put_str(1, name, buf),
+        ParamKey::Parts(entity, param) => {
+            put_len(1, key.len(), buf);
+            buf.extend_from_slice(entity.as_bytes());
+            buf.push(b'/');
+            buf.extend_from_slice(param.as_bytes());
+        }
+    }
+    if value != Timestamp::UNIX_EPOCH {
+        put_ts(2, value, buf);
+    }
+}
+
+/// Bytes [`put_ts_entry`] appends.
+pub(super) fn ts_entry_len(tag: u32, key: ParamKey<'_>, value: Timestamp) -> usize {
+    delimited_len(tag, entry_len(key, value))
 }
 
 /// Bytes of a map entry: the key unless empty, the value unless the epoch
 /// (the protobuf default, `0` seconds and `0` nanos).
-fn entry_len(key: &str, value: Timestamp) -> usize {
+fn entry_len(key: ParamKey<'_>, value: Timestamp) -> usize {
     let value = if value == Timestamp::UNIX_EPOCH {
         0
     } else {
         ts_len(2, value)
     };
-    str_len(1, key) + value
+    let key = match key.len() {
+        0 => 0,
+        n => delimited_len(1, n),
+    };
+    key + value
 }
 
 fn convert(field: &'static str, t: &ProtoTimestamp) -> Result<Timestamp, DecodeError> {

@@ -159,7 +159,49 @@ proptest! {
             let running = slot.phase == crate::task::TaskState::Running;
             prop_assert_eq!(running, slot.run().is_some(), "task {} run/state mismatch", i);
         }
+        // A record written straight from a task is the one its `TaskRecord`
+        // encodes to (`minor` names its parameters out of name order).
+        prop_assert_eq!(engine.tasks.first_record_written_otherwise(), None);
     }
+}
+
+/// Parameters whose joined names sort otherwise than their parts do
+/// (`a.b/x` before `a/x`, as `.` comes before `/`) are written in the
+/// order of their joined names, as a record's map holds them.
+#[test]
+fn a_record_written_straight_orders_its_parameters_by_name() {
+    let config = config::parse(
+        r#"
+[[pool]]
+name = "p"
+
+[[task]]
+id = "t"
+pool = "p"
+trigger = "all(delta(a/x, 1min), delta(a.b/x, 1min), delta(a/w, 1min))"
+timeout = "10m"
+"#,
+        "order.toml",
+    )
+    .unwrap()
+    .config;
+    let input = [("a", "x"), ("a.b", "x"), ("a", "w")]
+        .iter()
+        .enumerate()
+        .map(|(i, (entity, param))| {
+            format!(
+                r#"{{"at":"2024-01-01T00:0{i}:00Z","ctl":{{"entity":"{entity}","param":"{param}","value":"2024-01-01T00:0{i}:00Z"}}}}"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (sim, out) = sim::run(config, &input, None, None, true).unwrap();
+    assert!(
+        out.iter()
+            .any(|o| matches!(&o.action, Action::Run(r) if r.snapshot.iter().count() == 3)),
+        "the task ran with all three values"
+    );
+    assert_eq!(sim.engine().tasks.first_record_written_otherwise(), None);
 }
 
 #[test]

@@ -417,6 +417,14 @@ impl Tasks {
         };
         let rt = match &record.value {
             Some(Value::Task(r)) => self.rt_from_record(&record.key, r)?,
+            Some(Value::TaskEncoded(bytes)) => {
+                let r = crate::codec::decode_task_record(bytes).map_err(|e| Error::BadRecord {
+                    store: Store::Task.as_str(),
+                    key: record.key.clone(),
+                    message: e.to_string(),
+                })?;
+                self.rt_from_record(&record.key, &r)?
+            }
             None => TaskRt::default(),
             Some(_) => return Err(super::bad_value(record)),
         };
@@ -568,7 +576,7 @@ impl Tasks {
             let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
             e.dirty = false;
             e.rt.tidy();
-            out.push(Action::Changelog(self.record(i)?));
+            out.push(Action::Changelog(self.encoded(i)?));
             Ok(())
         });
         self.dirty = dirty;

@@ -2,14 +2,68 @@
 //! Records name parameters (`entity/param`) because parameter ids are local
 //! to one engine.
 
+use jiff::Timestamp;
+
 use super::{Cold, Flight, Rare, TaskRt, Tasks};
 use crate::changelog::{ChangelogRecord, Store, Value};
-use crate::ctl::{ParamId, ParamName, ParamValues};
+use crate::codec::{self, ParamKey, TaskFields};
+use crate::ctl::{CtlTable, ParamId, ParamName, ParamValues};
 use crate::engine::Error;
 use crate::stamp::{self, Stamp};
 use crate::task::TaskRecord;
 
 impl Tasks {
+    /// The changelog record of task `i` as its step writes it: encoded
+    /// straight from the task ([`codec::encode_task_fields`]), the bytes
+    /// [`Tasks::record`]'s record encodes to.
+    pub(super) fn encoded(&self, i: u32) -> Result<ChangelogRecord, Error> {
+        let task = self.task(i)?;
+        let rt = &task.rt;
+        let rare = rt.rare();
+        let snapshot = Named::of(&self.table, rt.snapshot());
+        let last_seen = Named::of(&self.table, &rt.last_seen);
+        let mut bytes = Vec::new();
+        codec::encode_task_fields(
+            &TaskFields {
+                slot: &rt.slot,
+                since: stamp::get(rt.since),
+                queued_at: stamp::get(rt.queued_at()),
+                snapshot: snapshot.as_slice(),
+                last_seen: last_seen.as_slice(),
+                last_success: stamp::get(rt.last_success),
+                sla_due: rare.sla_due,
+                hold: rare.hold.as_ref(),
+                pause_requested: rare.pause_requested,
+                launch: rare.launch.as_ref(),
+                again: rare.again.as_ref(),
+                cron_at: rare.cron_at,
+                source: rare.source.as_deref(),
+            },
+            &mut bytes,
+        );
+        Ok(ChangelogRecord {
+            store: Store::Task,
+            key: String::from(task.def.id()),
+            value: Some(Value::TaskEncoded(bytes)),
+        })
+    }
+
+    /// Checks that every task's [`Tasks::encoded`] bytes are what its
+    /// [`Tasks::record`] encodes to; the first that differs, if any.
+    #[cfg(test)]
+    pub(in crate::engine) fn first_record_written_otherwise(&self) -> Option<String> {
+        (0..u32::try_from(self.tasks.len()).unwrap_or(u32::MAX)).find_map(|i| {
+            let record = self.record(i).ok()?;
+            let mut theirs = Vec::new();
+            codec::encode_value_into(&record.key, record.value?, &mut theirs);
+            let ours = match self.encoded(i).ok()?.value {
+                Some(Value::TaskEncoded(bytes)) => bytes,
+                other => return Some(format!("{other:?}")),
+            };
+            (ours != theirs).then(|| format!("task {}: {ours:?} != {theirs:?}", record.key))
+        })
+    }
+
     pub(super) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
         let task = self.task(i)?;
         let rt = &task.rt;
@@ -78,5 +132,66 @@ impl Tasks {
         };
         rt.tidy();
         Ok(rt)
+    }
+}
+
+/// A task's parameter values under their names, in name order (the order
+/// of a [`crate::ctl::ParamValues`]): on the stack for the few a task
+/// names.
+enum Named<'a> {
+    /// Up to [`FEW`] values, the first `.1` set.
+    Few([(ParamKey<'a>, Timestamp); FEW], usize),
+    /// More.
+    Many(Vec<(ParamKey<'a>, Timestamp)>),
+}
+
+/// Values [`Named`] keeps on the stack.
+const FEW: usize = 4;
+
+impl<'a> Named<'a> {
+    fn of(table: &'a CtlTable, values: &[(ParamId, Stamp)]) -> Named<'a> {
+        let named = values.iter().map(|&(p, v)| {
+            let name = table.name(p);
+            (ParamKey::Parts(name.entity, name.param), v.get())
+        });
+        let mut named = if values.len() <= FEW {
+            let mut few = [(ParamKey::Joined(""), Timestamp::UNIX_EPOCH); FEW];
+            for (slot, entry) in few.iter_mut().zip(named) {
+                *slot = entry;
+            }
+            Named::Few(few, values.len())
+        } else {
+            Named::Many(named.collect())
+        };
+        // By the joined name, as a map of names orders them (`a.b/x` before
+        // `a/x`, where comparing the entities first would not).
+        fn joined<'k>(key: &ParamKey<'k>) -> impl Iterator<Item = u8> + 'k {
+            let (entity, param) = match *key {
+                ParamKey::Parts(entity, param) => (entity, param),
+                ParamKey::Joined(name) => (name, ""),
+            };
+            entity
+                .bytes()
+                .chain(std::iter::once(b'/'))
+                .chain(param.bytes())
+        }
+        named
+            .as_mut_slice()
+            .sort_unstable_by(|(a, _), (b, _)| joined(a).cmp(joined(b)));
+        named
+    }
+
+    fn as_slice(&self) -> &[(ParamKey<'a>, Timestamp)] {
+        match self {
+            Named::Few(few, n) => few.get(..*n).unwrap_or_default(),
+            Named::Many(many) => many,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [(ParamKey<'a>, Timestamp)] {
+        match self {
+            Named::Few(few, n) => few.get_mut(..*n).unwrap_or_default(),
+            Named::Many(many) => many,
+        }
     }
 }
