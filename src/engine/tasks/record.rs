@@ -166,14 +166,11 @@ impl<'a> Named<'a> {
         // By the joined name, as a map of names orders them (`a.b/x` before
         // `a/x`, where comparing the entities first would not).
         fn joined<'k>(key: &ParamKey<'k>) -> impl Iterator<Item = u8> + 'k {
-            let (entity, param) = match *key {
-                ParamKey::Parts(entity, param) => (entity, param),
-                ParamKey::Joined(name) => (name, ""),
+            let (entity, slash, param) = match *key {
+                ParamKey::Parts(entity, param) => (entity, "/", param),
+                ParamKey::Joined(name) => (name, "", ""),
             };
-            entity
-                .bytes()
-                .chain(std::iter::once(b'/'))
-                .chain(param.bytes())
+            entity.bytes().chain(slash.bytes()).chain(param.bytes())
         }
         named
             .as_mut_slice()
