@@ -109,9 +109,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub tasks: Option<usize>,
     /// CTL changes to produce in the throughput phase (each system's steady
-    /// window should last 5 s or more: 160,000–260,000 changes per second
+    /// window should last 5 s or more: 160,000–330,000 changes per second
     /// of window on the mock cluster, by machine).
-    #[arg(long, default_value_t = 1_500_000)]
+    #[arg(long, default_value_t = 1_800_000)]
     pub changes: usize,
     /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
     #[arg(long, default_value_t = 2000)]
@@ -189,7 +189,7 @@ impl Default for BenchArgs {
             workload: Workload::All,
             brokers: None,
             tasks: None,
-            changes: 1_500_000,
+            changes: 1_800_000,
             latency_changes: 2000,
             latency_rate: None,
             partitions: 4,
@@ -857,8 +857,8 @@ mod tests {
     #[test]
     fn plan_checks_the_options() {
         let plan = Plan::new(&BenchArgs::default()).unwrap();
-        assert_eq!(plan.tasks, 1_502_000);
-        assert_eq!(plan.latency_range(), 1_500_000..1_502_000);
+        assert_eq!(plan.tasks, 1_802_000);
+        assert_eq!(plan.latency_range(), 1_800_000..1_802_000);
         assert_eq!(plan.for_baseline().throughput_range(), 0..5_000_000);
         let quick = Plan::new(&BenchArgs {
             quick: true,
@@ -928,7 +928,7 @@ mod tests {
         let cli = Cli::try_parse_from(["bench"]).unwrap();
         assert_eq!(
             (cli.bench.changes, cli.bench.baseline_changes),
-            (1_500_000, 5_000_000)
+            (1_800_000, 5_000_000)
         );
         assert_eq!(
             cli.bench.commit_interval.to_std(),
