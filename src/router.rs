@@ -151,6 +151,11 @@ impl Router {
         self.raw_ctl(entity.as_bytes(), param.as_bytes())
     }
 
+    /// The partitions whose tasks name parameter `id` (a [`Router::ctl`] id).
+    pub fn ctl_routes(&self, id: ParamId) -> &[i32] {
+        self.tables.ctl.of(id)
+    }
+
     /// [`Router::ctl`] of a name as a record's raw bytes: a name the router
     /// knows is valid, so a change naming one needs no further check of it
     /// ([`crate::codec::read_known_ctl_change`]).

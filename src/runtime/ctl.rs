@@ -29,6 +29,19 @@ const MAX_DEFERRED_BYTES: usize = 16 * 1024 * 1024;
 /// How often the initial read compares positions with the end offsets.
 const POSITION_EVERY: Duration = Duration::from_millis(100);
 
+/// CTL records polled, then read and looked up, together.
+const LOOKUP_CHUNK: usize = 32;
+
+/// What a CTL record asks of this instance.
+enum ReadCtl {
+    /// Nothing: a tombstone, or a parameter no task names.
+    Nothing,
+    /// A new value of the parameter with this id in the router.
+    Change(crate::ctl::ParamId, jiff::Timestamp),
+    /// Undecodable, for this reason: dead-lettered.
+    Bad(String),
+}
+
 /// A CTL dead letter waiting for its shard.
 #[derive(Debug)]
 pub(super) struct Deferred {
@@ -164,48 +177,73 @@ impl Runtime {
 
     /// Applies up to a batch of CTL changes; returns how many came.
     pub(super) fn poll_ctl(&mut self) -> Result<usize, Error> {
-        let mut n = 0;
-        let counted = |n: usize, topic: &str| {
-            if n > 0 {
-                metrics::record_consumed(topic, n as u64);
-            }
-        };
         let ctl = Arc::clone(&self.ctl);
         // One reading of the clock for the batch: it is taken in well under
         // a millisecond, and the clock is read per record otherwise.
         let now = self.now();
-        for _ in 0..MAX_POLL_BATCH {
-            match ctl.poll(Duration::ZERO) {
-                None => break,
-                Some(Ok(m)) => {
-                    n += 1;
-                    self.on_ctl(&m, now);
-                }
-                Some(Err(KafkaError::PartitionEOF(_))) => {}
-                Some(Err(e)) => {
-                    metrics::BrokerUnavailable { error: &e }.emit();
-                    break;
+        let (mut n, mut more) = (0, true);
+        let (mut chunk, mut read) = (Vec::new(), Vec::new());
+        while more && n < MAX_POLL_BATCH {
+            while chunk.len() < LOOKUP_CHUNK {
+                match ctl.poll(Duration::ZERO) {
+                    None => {
+                        more = false;
+                        break;
+                    }
+                    Some(Ok(m)) => chunk.push(m),
+                    Some(Err(KafkaError::PartitionEOF(_))) => {}
+                    Some(Err(e)) => {
+                        metrics::BrokerUnavailable { error: &e }.emit();
+                        more = false;
+                        break;
+                    }
                 }
             }
+            n += chunk.len();
+            // The chunk's records read and looked up first, then applied:
+            // the router's table holds every parameter a task names (up to
+            // millions), and the cache misses of lookups made one after
+            // another overlap where each behind its record's whole step
+            // would not.
+            read.extend(chunk.iter().map(|m| self.read_ctl(m)));
+            for (m, r) in chunk.drain(..).zip(read.drain(..)) {
+                self.apply_read_ctl(&m, r, now);
+            }
         }
-        counted(n, &self.options.config.kafka.topics.ctl);
+        if n > 0 {
+            metrics::record_consumed(&self.options.config.kafka.topics.ctl, n as u64);
+        }
         Ok(n)
     }
 
     /// Applies one CTL change at `now` to the table and to the owned shards
     /// whose tasks name its parameter (the others would ignore it).
     pub(super) fn on_ctl(&mut self, m: &BorrowedMessage<'_>, now: jiff::Timestamp) {
+        let read = self.read_ctl(m);
+        self.apply_read_ctl(m, read, now);
+    }
+
+    /// What CTL record `m` asks of this instance.
+    fn read_ctl(&self, m: &BorrowedMessage<'_>) -> ReadCtl {
         if m.payload().is_none() {
             // A tombstone removes nothing: a parameter's value never disappears.
-            return;
+            return ReadCtl::Nothing;
         }
-        // A parameter no task names decides nothing, here or after a restore.
-        let KnownCtl { id, routes, value } =
-            match intake::decode_ctl(&self.router, m.key(), m.payload()) {
-                Ok(Some(known)) => known,
-                Ok(None) => return,
-                Err(e) => return self.ctl_dead(&received(m), e.to_string()),
-            };
+        match intake::decode_ctl(&self.router, m.key(), m.payload()) {
+            Ok(Some(KnownCtl { id, value })) => ReadCtl::Change(id, value),
+            // A parameter no task names decides nothing, here or after a restore.
+            Ok(None) => ReadCtl::Nothing,
+            Err(e) => ReadCtl::Bad(e.to_string()),
+        }
+    }
+
+    /// Applies what [`Runtime::read_ctl`] made of `m`.
+    fn apply_read_ctl(&mut self, m: &BorrowedMessage<'_>, read: ReadCtl, now: jiff::Timestamp) {
+        let (id, value) = match read {
+            ReadCtl::Nothing => return,
+            ReadCtl::Bad(reason) => return self.ctl_dead(&received(m), reason),
+            ReadCtl::Change(id, value) => (id, value),
+        };
         // Read only now: a change of a parameter no task names (often most
         // of them) is dropped before its headers are read, which allocates.
         let record = received(m);
@@ -219,7 +257,7 @@ impl Runtime {
             router: &self.router,
         };
         let mut applied = false;
-        for p in routes {
+        for p in self.router.ctl_routes(id) {
             if let Some(shard) = self.shards.get_mut(p) {
                 intake::apply_ctl(shard, &ctx, value, id, &record, now);
                 applied = true;

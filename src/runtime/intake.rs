@@ -364,27 +364,26 @@ pub fn decode(
 /// A CTL change of a parameter some task names, as the table and the
 /// shards take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KnownCtl<'r> {
-    /// The parameter's id in the router (the configuration's).
+pub struct KnownCtl {
+    /// The parameter's id in the router (the configuration's; its routes
+    /// are [`Router::ctl_routes`]).
     pub id: ParamId,
-    /// The partitions whose tasks name it.
-    pub routes: &'r [i32],
     /// The new value.
     pub value: Timestamp,
 }
 
 /// [`decode`] of a CTL record as a [`KnownCtl`] of `router`'s; `Ok(None)`
 /// for a well-formed change of a parameter no task names.
-pub fn decode_ctl<'r>(
-    router: &'r Router,
+pub fn decode_ctl(
+    router: &Router,
     key: Option<&[u8]>,
     payload: Option<&[u8]>,
-) -> Result<Option<KnownCtl<'r>>, DecodeError> {
+) -> Result<Option<KnownCtl>, DecodeError> {
     limits::check_record(key, payload)?;
     let found = codec::read_known_ctl_change(payload.unwrap_or_default(), |entity, param| {
-        router.raw_ctl(entity, param)
+        router.raw_ctl(entity, param).map(|(id, _)| id)
     })?;
-    Ok(found.map(|((id, routes), value)| KnownCtl { id, routes, value }))
+    Ok(found.map(|(id, value)| KnownCtl { id, value }))
 }
 
 /// Takes one group record of `role` into `shard` (the shard of the
