@@ -643,24 +643,9 @@ topic = "{p}.price.runs"
 
     // `reactor tail` tells every topic's records apart by the configuration,
     // the changelog's by each key's store.
-    let tail = |topic: &str, extra: &[&str]| -> Vec<serde_json::Value> {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
-            .args(["tail", topic, "--from-beginning", "-c"])
-            .arg(&path)
-            .args(["--brokers", &kafka.brokers])
-            .args(extra)
-            .output()
-            .expect("running reactor tail");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let config_path = path.to_str().unwrap();
+    let tail =
+        |topic: &str, extra: &[&str]| kafka.tail(topic, &[&["-c", config_path], extra].concat());
     let changelog = tail(&t.changelog, &["--idle", "3s"]);
     let keys: BTreeSet<&str> = changelog
         .iter()

@@ -151,26 +151,7 @@ fn launches_by_command_and_by_event_run_their_chains() {
 
     // `reactor tail` shows every record of the changelog, process keys and
     // instance counters included.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
-        .args([
-            "tail",
-            &t.changelog,
-            "--kind",
-            "changelog",
-            "--from-beginning",
-        ])
-        .args(["--idle", "3s", "--brokers", &kafka.brokers])
-        .output()
-        .expect("running reactor tail");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = kafka.tail(&t.changelog, &["--kind", "changelog", "--idle", "3s"]);
     for line in &lines {
         assert!(line["value"].get("undecodable").is_none(), "{line}");
     }

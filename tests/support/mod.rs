@@ -205,6 +205,31 @@ offer_state = "{p}.offer_state"
         }
     }
 
+    /// What `reactor tail TOPIC --from-beginning` prints on these brokers
+    /// (with `extra` arguments), one JSON value per line.
+    pub fn tail(&self, topic: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
+            .args([
+                "tail",
+                topic,
+                "--from-beginning",
+                "--brokers",
+                &self.brokers,
+            ])
+            .args(extra)
+            .output()
+            .expect("running reactor tail");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     /// A plain producer with the Java-compatible partitioner.
     pub fn producer(&self) -> ThreadedProducer<DefaultProducerContext> {
         self.clients().producer(None).create().expect("producer")
