@@ -67,7 +67,7 @@ fn fire(
     for bytes in inputs {
         // As the runtime reads a CTL record: the router's id of its
         // parameter, then the shard applies it.
-        let ((named, _), value) = codec::read_known_ctl_change(bytes, |e, p| router.raw_ctl(e, p))
+        let (named, value) = codec::read_known_ctl_change(bytes, |e, p| router.ctl_id(e, p))
             .unwrap()
             .unwrap();
         let mut actions = engine.apply_named_ctl(named, value, now).unwrap();

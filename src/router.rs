@@ -148,7 +148,8 @@ impl Router {
     /// The id (dense, from 0 to [`Router::ctl_len`]) of `entity/param` and the
     /// partitions whose tasks name it; `None` when no task does.
     pub fn ctl(&self, entity: &str, param: &str) -> Option<(ParamId, &[i32])> {
-        self.raw_ctl(entity.as_bytes(), param.as_bytes())
+        let id = self.ctl_id(entity.as_bytes(), param.as_bytes())?;
+        Some((id, self.ctl_routes(id)))
     }
 
     /// The partitions whose tasks name parameter `id` (a [`Router::ctl`] id).
@@ -156,12 +157,11 @@ impl Router {
         self.tables.ctl.of(id)
     }
 
-    /// [`Router::ctl`] of a name as a record's raw bytes: a name the router
-    /// knows is valid, so a change naming one needs no further check of it
-    /// ([`crate::codec::read_known_ctl_change`]).
-    pub fn raw_ctl(&self, entity: &[u8], param: &[u8]) -> Option<(ParamId, &[i32])> {
-        let id = self.tables.params.raw_id(entity, param)?;
-        Some((id, self.tables.ctl.of(id)))
+    /// The [`Router::ctl`] id of a name as a record's raw bytes: a name the
+    /// router knows is valid, so a change naming one needs no further check
+    /// of it ([`crate::codec::read_known_ctl_change`]).
+    pub fn ctl_id(&self, entity: &[u8], param: &[u8]) -> Option<ParamId> {
+        self.tables.params.raw_id(entity, param)
     }
 
     /// The shard count.

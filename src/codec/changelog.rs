@@ -76,14 +76,12 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
         reason,
     };
     let text = std::str::from_utf8(key).map_err(|_| bad("not UTF-8"))?;
-    if !text.contains('/') {
-        return Err(bad("expected `store/key`"));
-    }
-    let (store, id) = Store::split_key(key).ok_or_else(|| {
+    let (prefix, id) = text
+        .split_once('/')
+        .ok_or_else(|| bad("expected `store/key`"))?;
+    let store: Store = prefix.parse().map_err(|_| {
         bad("unknown store; known: `task`, `offer`, `rescan`, `process`, `schedule`, `seq`, `recovery`")
     })?;
-    // The rest of UTF-8 text after an ASCII `/`: UTF-8 too.
-    let id = std::str::from_utf8(id).unwrap_or_default();
     if id.is_empty() {
         return Err(bad("empty key after the store"));
     }

@@ -93,7 +93,13 @@ pub fn read_known_ctl_change<T>(
             return Ok(Some((found, value)));
         }
     }
+    // Asked already with a plain record's names, which a well-formed
+    // change reads back unchanged: only then checked, not asked again.
+    let asked = plain.is_some();
     let change = checked(bytes, plain)?;
+    if asked {
+        return Ok(None);
+    }
     Ok(known(change.entity.as_bytes(), change.param.as_bytes()).map(|found| (found, change.value)))
 }
 

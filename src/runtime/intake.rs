@@ -381,7 +381,7 @@ pub fn decode_ctl(
 ) -> Result<Option<KnownCtl>, DecodeError> {
     limits::check_record(key, payload)?;
     let found = codec::read_known_ctl_change(payload.unwrap_or_default(), |entity, param| {
-        router.raw_ctl(entity, param).map(|(id, _)| id)
+        router.ctl_id(entity, param)
     })?;
     Ok(found.map(|(id, value)| KnownCtl { id, value }))
 }
