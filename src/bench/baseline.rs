@@ -120,10 +120,12 @@ pub(super) fn measure(
 
     // A relayed record is one record in and one out.
     let records = 2.0 * burst.window_outputs as f64;
+    let (cpu_per_record, cpu_by_thread) = burst.cpu_per_record(records);
     Ok(Measurement {
         window: burst.window,
         throughput: 2.0 * throughput,
-        cpu_per_record: burst.window_cpu.map(|cpu| cpu / records.max(1.0)),
+        cpu_per_record,
+        cpu_by_thread,
         memory: None,
         latency: steady.and_then(|s| Summary::of(s.latencies)),
         dispatch: None,
@@ -199,8 +201,7 @@ impl Relay {
         if let Some(payload) = payload {
             record = record.payload(payload);
         }
-        let deadline = Instant::now() + self.call_timeout;
-        reactor::kafka::send_with_room(&self.producer, record, Some(deadline), || {
+        reactor::kafka::send_with_room(&self.producer, record, Some(self.call_timeout), || {
             self.producer.poll(Duration::from_millis(1))
         })
         .map_err(|e| Error::kafka(format!("relaying to {}", self.output), e))

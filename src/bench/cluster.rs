@@ -310,7 +310,8 @@ pub fn produce(
             let at = Instant::now();
             let wall = Timestamp::now();
             let record = BaseRecord::to(&topic).key(key.as_str()).payload(&value[..]);
-            reactor::kafka::send_with_room(&*producer, record, Some(deadline), || {
+            let left = deadline.saturating_duration_since(at);
+            reactor::kafka::send_with_room(&*producer, record, Some(left), || {
                 std::thread::sleep(Duration::from_millis(1))
             })
             .map_err(|e| Error::kafka(format!("producing to {topic}"), e))?;

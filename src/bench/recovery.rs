@@ -206,12 +206,11 @@ fn seed(
     let at = jiff::Timestamp::now();
     let mut counters = vec![0u64; partitions as usize];
     let send = |p: i32, key: &[u8], value: &[u8]| -> Result<(), Error> {
-        let deadline = Instant::now() + timeout;
         let record = BaseRecord::to(changelog)
             .partition(p)
             .key(key)
             .payload(value);
-        reactor::kafka::send_with_room(&producer, record, Some(deadline), || {
+        reactor::kafka::send_with_room(&producer, record, Some(timeout), || {
             producer.poll(Duration::from_millis(1))
         })
         .map_err(|e| Error::kafka(format!("seeding {changelog}"), e))

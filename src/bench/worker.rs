@@ -131,8 +131,7 @@ impl Worker {
         let record = BaseRecord::to(&self.results)
             .key(answer.key.as_str())
             .payload(&answer.payload[..]);
-        let deadline = Instant::now() + self.call_timeout;
-        reactor::kafka::send_with_room(&self.producer, record, Some(deadline), || {
+        reactor::kafka::send_with_room(&self.producer, record, Some(self.call_timeout), || {
             std::thread::sleep(Duration::from_millis(1))
         })
         .map_err(|e| Error::kafka(format!("replying to {}", self.results), e))?;

@@ -244,15 +244,22 @@ fn wait_delivered(producer: &SharedProducer) -> Result<(), Error> {
 }
 
 fn send_all(producer: &SharedProducer, batch: &Batch) -> Result<(), Error> {
+    // A batch's records carry the time its sending began as their
+    // CreateTime: left to librdkafka, the wall clock is read per record, a
+    // visible share of this thread's time (they were all made within the
+    // commit interval before, and are sent within milliseconds).
+    let created = jiff::Timestamp::now().as_millisecond();
     for record in batch.records.iter().flat_map(OutRecords::iter) {
-        send(producer, record)?;
+        send(producer, record, created)?;
     }
     Ok(())
 }
 
-/// Produces one record, waiting while the local queue is full.
-fn send(producer: &SharedProducer, r: Out<'_>) -> Result<(), Error> {
-    let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(r.topic).key(r.key);
+/// Produces one record, created at `created` (Unix milliseconds), waiting
+/// while the local queue is full.
+fn send(producer: &SharedProducer, r: Out<'_>, created: i64) -> Result<(), Error> {
+    let mut record: BaseRecord<'_, [u8], [u8]> =
+        BaseRecord::to(r.topic).key(r.key).timestamp(created);
     if !r.headers.is_empty() {
         // Only dead letters carry headers: no header list for the rest.
         let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
@@ -270,8 +277,7 @@ fn send(producer: &SharedProducer, r: Out<'_>) -> Result<(), Error> {
     if let Some(p) = r.partition {
         record = record.partition(p);
     }
-    let deadline = Instant::now() + CALL_TIMEOUT;
-    crate::kafka::send_with_room(&**producer, record, Some(deadline), || {
+    crate::kafka::send_with_room(&**producer, record, Some(CALL_TIMEOUT), || {
         std::thread::sleep(Duration::from_millis(5))
     })
     .map_err(|source| Error::Record {
