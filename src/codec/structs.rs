@@ -221,7 +221,7 @@ fn json_with<M: Serialize>(message: &M, fields: &[(u32, &'static str, JsonField<
 
 /// Appends `fields` to a protobuf encoding. Lengths are computed first
 /// and every value is written straight into `buf` (no buffer per value).
-fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
+pub(super) fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
     buf.reserve(fields.iter().map(field_len).sum());
     for (tag, _, field) in fields {
         match field {
