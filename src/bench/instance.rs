@@ -267,10 +267,12 @@ pub(super) fn measure(
 
     // A change is one record in and one out.
     let records = 2.0 * burst.window_outputs as f64;
+    let (cpu_per_record, cpu_by_thread) = burst.cpu_per_record(records);
     Ok(Measurement {
         window: burst.window,
         throughput: 2.0 * throughput,
-        cpu_per_record: burst.window_cpu.map(|cpu| cpu / records.max(1.0)),
+        cpu_per_record,
+        cpu_by_thread,
         memory: memory_base
             .zip(resident)
             .map(|((before, raw), after)| (after.saturating_sub(before) as f64 / task_count, raw)),

@@ -160,6 +160,9 @@ pub(super) fn measure(
     // the instance's events out (counted, not assumed).
     let events_per_chain = events as f64 / (plan.changes + plan.latency_changes).max(1) as f64;
     let per_chain = 2.0 * STEPS.len() as f64 + 1.0 + events_per_chain;
+    let (cpu_per_record, cpu_by_thread) = m
+        .burst
+        .cpu_per_record(m.burst.window_outputs as f64 * per_chain);
     Ok(JobsMeasurement {
         steps: STEPS.len(),
         chains: plan.changes,
@@ -169,10 +172,8 @@ pub(super) fn measure(
         window: m.burst.window,
         throughput: m.throughput,
         records: m.throughput * per_chain,
-        cpu_per_record: m
-            .burst
-            .window_cpu
-            .map(|cpu| cpu / (m.burst.window_outputs as f64 * per_chain).max(1.0)),
+        cpu_per_record,
+        cpu_by_thread,
         first_run: m
             .steady
             .as_ref()

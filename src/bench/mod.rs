@@ -33,6 +33,7 @@ mod offers;
 pub mod recovery;
 mod report;
 pub mod stats;
+pub mod threads;
 mod worker;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -660,8 +661,9 @@ struct Phase {
     window: Duration,
     /// Outputs received in the window.
     window_outputs: usize,
-    /// CPU seconds (user + system) of the whole process in the window.
-    window_cpu: Option<f64>,
+    /// CPU seconds (user + system) of the whole process in the window, in
+    /// all and by thread.
+    window_cpu: Option<stats::WindowCpu>,
     /// Produce call → output received, per record.
     latencies: Vec<Duration>,
     /// Produce call → run command issued, per record (Reactor only).
@@ -670,6 +672,22 @@ struct Phase {
     duplicates: usize,
     /// When each input of the phase was produced, in order.
     sent: Vec<Sent>,
+}
+
+impl Phase {
+    /// CPU seconds per record, `records` of them in the steady window: of
+    /// the whole process (`None` where it could not be read), and by thread
+    /// group, the largest first.
+    fn cpu_per_record(&self, records: f64) -> (Option<f64>, Vec<(&'static str, f64)>) {
+        let n = records.max(1.0);
+        match &self.window_cpu {
+            Some(c) => (
+                Some(c.total / n),
+                c.by_thread.iter().map(|(g, s)| (*g, s / n)).collect(),
+            ),
+            None => (None, Vec::new()),
+        }
+    }
 }
 
 /// Runs one phase with the system's producer and reader.
@@ -717,11 +735,7 @@ fn phase(
         Some((from, to, n)) => (
             to.saturating_duration_since(from),
             n,
-            stats::cpu_between(&cpu, from, to).map(|(cpu, spanned)| {
-                // Scaled to the window from the samples' span inside it.
-                cpu * to.saturating_duration_since(from).as_secs_f64()
-                    / spanned.as_secs_f64().max(1e-9)
-            }),
+            stats::cpu_between(&cpu, from, to),
         ),
         None => (elapsed, collected.seen.len(), None),
     };

@@ -190,6 +190,9 @@ pub(super) fn measure(
     // Per change: the change and one result per stage in, one run per stage
     // and one offer state more than stages out.
     let per_change = (3 * stages + 2) as f64;
+    let (cpu_per_record, cpu_by_thread) = m
+        .burst
+        .cpu_per_record(m.burst.window_outputs as f64 * per_change);
     let latency = |marks: &Marks| {
         m.steady
             .as_ref()
@@ -204,10 +207,8 @@ pub(super) fn measure(
         window: m.burst.window,
         throughput: m.throughput,
         records: m.throughput * per_change,
-        cpu_per_record: m
-            .burst
-            .window_cpu
-            .map(|cpu| cpu / (m.burst.window_outputs as f64 * per_change).max(1.0)),
+        cpu_per_record,
+        cpu_by_thread,
         memory: m.memory_added.map(|added| {
             (
                 added as f64 / plan.changes.max(1) as f64,

@@ -19,6 +19,10 @@ pub struct Measurement {
     /// CPU seconds (user + system, the whole process) per record in or out
     /// in the steady window.
     pub cpu_per_record: Option<f64>,
+    /// `cpu_per_record` by thread group (the runtime, the committer, the
+    /// librdkafka clients, the harness, the mock brokers …), the largest
+    /// first.
+    pub cpu_by_thread: Vec<(&'static str, f64)>,
     /// Resident memory added per task (tasks workload, exactly-once on):
     /// the configuration and the shards holding them, and the raw TOML
     /// definition per task, in bytes.
@@ -53,6 +57,10 @@ pub struct OffersMeasurement {
     pub records: f64,
     /// CPU seconds (user + system, the whole process) per record in or out.
     pub cpu_per_record: Option<f64>,
+    /// `cpu_per_record` by thread group (the runtime, the committer, the
+    /// librdkafka clients, the harness, the mock brokers …), the largest
+    /// first.
+    pub cpu_by_thread: Vec<(&'static str, f64)>,
     /// Resident memory added per offer by the throughput phase, and the raw
     /// JSON of a complete offer (body and stage states), in bytes.
     pub memory: Option<(f64, f64)>,
@@ -97,6 +105,10 @@ pub struct JobsMeasurement {
     pub records: f64,
     /// CPU seconds (user + system, the whole process) per record in or out.
     pub cpu_per_record: Option<f64>,
+    /// `cpu_per_record` by thread group (the runtime, the committer, the
+    /// librdkafka clients, the harness, the mock brokers …), the largest
+    /// first.
+    pub cpu_by_thread: Vec<(&'static str, f64)>,
     /// Chains per second end to end (every step answered and committed).
     pub throughput: f64,
     /// Launch produced → its first step run received by a worker, latency phase.
@@ -642,6 +654,36 @@ impl fmt::Display for Report {
              (the harness and, on the mock, the brokers included alike): {}",
             efficiency.join(", ")
         )?;
+        let mut by_thread: Vec<(&str, &[(&'static str, f64)])> = windows
+            .iter()
+            .map(|(name, m)| (*name, m.cpu_by_thread.as_slice()))
+            .collect();
+        if let Some(o) = &self.offers {
+            by_thread.push(("offers", &o.cpu_by_thread));
+        }
+        if let Some(j) = &self.jobs {
+            by_thread.push(("jobs", &j.cpu_by_thread));
+        }
+        let by_thread: Vec<String> = by_thread
+            .into_iter()
+            .filter(|(_, groups)| !groups.is_empty())
+            .map(|(name, groups)| {
+                let parts: Vec<String> = groups
+                    .iter()
+                    .filter(|(_, s)| *s >= 0.005e-6)
+                    .map(|(g, s)| format!("{g} {:.2} µs", s * 1e6))
+                    .collect();
+                format!("{name}: {}", parts.join(", "))
+            })
+            .collect();
+        if !by_thread.is_empty() {
+            writeln!(
+                f,
+                "  - the same CPU per record by thread (librdkafka's client threads serve \
+                 Reactor and the harness alike): {}",
+                by_thread.join("; ")
+            )?;
+        }
         let mut short: Vec<(&str, Duration, &str)> = windows
             .iter()
             .map(|(name, m)| {
@@ -715,6 +757,7 @@ mod tests {
         Measurement {
             window: Duration::from_secs(6),
             cpu_per_record: None,
+            cpu_by_thread: Vec::new(),
             memory: None,
             throughput,
             latency: Some(Summary {
@@ -794,6 +837,7 @@ mod tests {
                 window: Duration::from_secs(6),
                 records: 850.0,
                 cpu_per_record: None,
+                cpu_by_thread: Vec::new(),
                 memory: None,
                 throughput: 50.0,
                 committed: Some(summary(60, 110)),
@@ -833,6 +877,7 @@ mod tests {
                 window: Duration::from_secs(6),
                 records: 600.0,
                 cpu_per_record: None,
+                cpu_by_thread: Vec::new(),
                 throughput: 50.0,
                 first_run: Some(summary(80, 140)),
                 done: Some(summary(400, 700)),

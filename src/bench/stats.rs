@@ -71,16 +71,28 @@ pub fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
+/// One sample of the CPU this process used so far: in all, and by thread.
+#[derive(Debug, Clone)]
+pub struct CpuSample {
+    /// When it was taken.
+    pub at: std::time::Instant,
+    /// CPU seconds of the whole process.
+    pub total: f64,
+    /// CPU seconds of each thread.
+    pub threads: Vec<super::threads::ThreadCpu>,
+}
+
 /// CPU seconds of this process sampled over time, to read the CPU spent in
 /// a window known only afterwards.
 pub struct CpuSamples {
-    samples: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, f64)>>>,
+    samples: std::sync::Arc<std::sync::Mutex<Vec<CpuSample>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl CpuSamples {
-    /// Samples every 20 ms until [`CpuSamples::finish`].
+    /// Samples every 50 ms until [`CpuSamples::finish`] (a sample reads
+    /// a file per thread: some fifty while a system runs).
     pub fn start() -> CpuSamples {
         use std::sync::atomic::Ordering;
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -90,27 +102,35 @@ impl CpuSamples {
                 std::sync::Arc::clone(&samples),
                 std::sync::Arc::clone(&stop),
             );
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(cpu) = cpu_seconds() {
-                        samples
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push((std::time::Instant::now(), cpu));
+            std::thread::Builder::new()
+                .name("bench-cpu".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(total) = cpu_seconds() {
+                            let sample = CpuSample {
+                                at: std::time::Instant::now(),
+                                total,
+                                threads: super::threads::sample(),
+                            };
+                            samples
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(sample);
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
                     }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
+                })
         };
         CpuSamples {
             samples,
             stop,
-            thread: Some(thread),
+            // Without the thread (it could not start), no window has CPU.
+            thread: thread.ok(),
         }
     }
 
     /// Stops sampling; the samples, in time order.
-    pub fn finish(mut self) -> Vec<(std::time::Instant, f64)> {
+    pub fn finish(mut self) -> Vec<CpuSample> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -119,15 +139,36 @@ impl CpuSamples {
     }
 }
 
-/// CPU seconds between `from` and `to` by the samples nearest inside.
+/// The CPU a window took, scaled to the window from the span of the
+/// samples nearest inside it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowCpu {
+    /// CPU seconds of the whole process.
+    pub total: f64,
+    /// CPU seconds by thread group, the largest first.
+    pub by_thread: Vec<(&'static str, f64)>,
+}
+
+/// CPU between `from` and `to` by the samples nearest inside.
 pub fn cpu_between(
-    samples: &[(std::time::Instant, f64)],
+    samples: &[CpuSample],
     from: std::time::Instant,
     to: std::time::Instant,
-) -> Option<(f64, Duration)> {
-    let first = samples.iter().find(|(t, _)| *t >= from)?;
-    let last = samples.iter().rev().find(|(t, _)| *t <= to)?;
-    (last.0 > first.0).then(|| (last.1 - first.1, last.0 - first.0))
+) -> Option<WindowCpu> {
+    let first = samples.iter().find(|s| s.at >= from)?;
+    let last = samples.iter().rev().find(|s| s.at <= to)?;
+    if last.at <= first.at {
+        return None;
+    }
+    let scale = to.saturating_duration_since(from).as_secs_f64()
+        / last.at.duration_since(first.at).as_secs_f64().max(1e-9);
+    Some(WindowCpu {
+        total: (last.total - first.total) * scale,
+        by_thread: super::threads::between(&first.threads, &last.threads)
+            .into_iter()
+            .map(|(group, seconds)| (group, seconds * scale))
+            .collect(),
+    })
 }
 
 /// The steady part of a phase: from the arrival of the `skip` share of
