@@ -164,6 +164,13 @@ impl Router {
         self.tables.params.raw_id(entity, param)
     }
 
+    /// Whether this router was built from `config` (it shares its task list
+    /// and parameter table): the ids it hands out are `config`'s only then.
+    pub fn is_of(&self, config: &Config) -> bool {
+        Arc::ptr_eq(&self.tables.tasks, &config.tasks)
+            && Arc::ptr_eq(&self.tables.params, &config.params)
+    }
+
     /// The shard count.
     pub fn partitions(&self) -> i32 {
         self.partitions

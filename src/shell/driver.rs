@@ -81,6 +81,14 @@ impl Driver {
         records: impl IntoIterator<Item = ChangelogRecord>,
         ctl: impl IntoIterator<Item = (ParamId, Timestamp)>,
     ) -> Result<Driver, engine::Error> {
+        // The router's parameter ids and pool partitions are read as
+        // `config`'s: from another configuration they would name other
+        // parameters and place other pools, silently.
+        if !router.is_of(config) {
+            return Err(engine::bug(
+                "a shard restored with a router built from another configuration",
+            ));
+        }
         let mut engine = Engine::restore(config, |pool| router.pool(pool) == partition, records)?;
         // Each stage's and job's limits are split over the partitions: set
         // before `start`, which dispatches.
@@ -235,3 +243,35 @@ const _: fn() = || {
     fn send<T: Send>() {}
     send::<Driver>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[[pool]]
+name = "p"
+max_running = 1
+
+[[task]]
+id = "t"
+pool = "p"
+trigger = "delta(dwh.orders/max_dt, 1h)"
+"#;
+
+    #[test]
+    fn a_shard_is_restored_only_with_the_router_of_its_configuration() {
+        let config = crate::config::parse(CONFIG, "driver.toml").unwrap().config;
+        let router = Router::new(&config, 4);
+        let restored = Driver::restore(&config, &router, 0, Vec::new(), Vec::new());
+        assert!(restored.is_ok());
+
+        // Read again from the same text: equal, but not the router's.
+        let other = crate::config::parse(CONFIG, "driver.toml").unwrap().config;
+        let refused = Driver::restore(&other, &router, 0, Vec::new(), Vec::new());
+        assert!(matches!(
+            refused.err(),
+            Some(engine::Error::Invariant(m)) if m.contains("another configuration")
+        ));
+    }
+}
