@@ -621,32 +621,33 @@ impl fmt::Display for Report {
         if let Some(m) = &self.eos_off {
             windows.push(("exactly-once off", m));
         }
-        let per_record =
-            |cpu: Option<f64>| cpu.map_or("n/a".into(), |c| format!("{:.2} µs", c * 1e6));
-        let mut efficiency: Vec<String> = windows
+        // Each system's steady window and CPU per record, in all and by thread.
+        type Cpu<'a> = (&'a str, Duration, Option<f64>, &'a [(&'static str, f64)]);
+        let mut cpu: Vec<Cpu<'_>> = windows
             .iter()
             .map(|(name, m)| {
-                format!(
-                    "{name} {} over {}",
-                    per_record(m.cpu_per_record),
-                    seconds(m.window)
+                (
+                    *name,
+                    m.window,
+                    m.cpu_per_record,
+                    m.cpu_by_thread.as_slice(),
                 )
             })
             .collect();
         if let Some(o) = &self.offers {
-            efficiency.push(format!(
-                "offers {} over {}",
-                per_record(o.cpu_per_record),
-                seconds(o.window)
-            ));
+            cpu.push(("offers", o.window, o.cpu_per_record, &o.cpu_by_thread));
         }
         if let Some(j) = &self.jobs {
-            efficiency.push(format!(
-                "jobs {} over {}",
-                per_record(j.cpu_per_record),
-                seconds(j.window)
-            ));
+            cpu.push(("jobs", j.window, j.cpu_per_record, &j.cpu_by_thread));
         }
+        let per_record =
+            |cpu: Option<f64>| cpu.map_or("n/a".into(), |c| format!("{:.2} µs", c * 1e6));
+        let efficiency: Vec<String> = cpu
+            .iter()
+            .map(|(name, window, total, _)| {
+                format!("{name} {} over {}", per_record(*total), seconds(*window))
+            })
+            .collect();
         writeln!(
             f,
             "  - throughput and CPU over each burst's steady window (its first and last 5 % of \
@@ -654,18 +655,9 @@ impl fmt::Display for Report {
              (the harness and, on the mock, the brokers included alike): {}",
             efficiency.join(", ")
         )?;
-        let mut by_thread: Vec<(&str, &[(&'static str, f64)])> = windows
+        let by_thread: Vec<String> = cpu
             .iter()
-            .map(|(name, m)| (*name, m.cpu_by_thread.as_slice()))
-            .collect();
-        if let Some(o) = &self.offers {
-            by_thread.push(("offers", &o.cpu_by_thread));
-        }
-        if let Some(j) = &self.jobs {
-            by_thread.push(("jobs", &j.cpu_by_thread));
-        }
-        let by_thread: Vec<String> = by_thread
-            .into_iter()
+            .map(|(name, _, _, groups)| (*name, *groups))
             .filter(|(_, groups)| !groups.is_empty())
             .map(|(name, groups)| {
                 let parts: Vec<String> = groups

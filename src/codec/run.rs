@@ -46,10 +46,7 @@ pub fn encode_step_run_command_into(
     format: Format,
     buf: &mut Vec<u8>,
 ) {
-    let fields = [
-        (35, "args", JsonField::Struct(&command.params)),
-        (36, "context", JsonField::Struct(&command.context)),
-    ];
+    let fields = step_json_fields(command);
     match format {
         // Written straight from the command, in the order prost writes the
         // message (its fields by tag, then args and context): a copy of
@@ -96,6 +93,15 @@ pub fn encode_step_run_command_into(
             buf,
         ),
     }
+}
+
+/// A step's args and context: JSON objects, written as `Struct`s after the
+/// generated message.
+fn step_json_fields(command: &StepRunCommand) -> [(u32, &'static str, JsonField<'_>); 2] {
+    [
+        (35, "args", JsonField::Struct(&command.params)),
+        (36, "context", JsonField::Struct(&command.context)),
+    ]
 }
 
 /// The generated message of a step's run command, without its args and
@@ -542,10 +548,7 @@ mod tests {
             let mut theirs = Vec::new();
             encode_with_json_into(
                 &step_run_message(&command, "reactor.results", issued),
-                &[
-                    (35, "args", JsonField::Struct(&command.params)),
-                    (36, "context", JsonField::Struct(&command.context)),
-                ],
+                &step_json_fields(&command),
                 Format::Protobuf,
                 &mut theirs,
             );
