@@ -40,11 +40,12 @@ pub(super) fn measure(
     consumer
         .subscribe(&[input.as_str()])
         .map_err(|e| Error::kafka(format!("subscribing to {input}"), e))?;
-    let relay_producer: BaseProducer = cluster
-        .producer_clients()
-        .producer(None)
-        .create()
-        .map_err(|e| Error::kafka("creating the baseline producer", e))?;
+    let relay_producer: BaseProducer =
+        cluster
+            .producer_clients()
+            .runtime_producer(None)
+            .create()
+            .map_err(|e| Error::kafka("creating the baseline producer", e))?;
     let stop = Arc::new(AtomicBool::new(false));
     let assigned = Arc::new(AtomicBool::new(false));
     let relay = Relay {

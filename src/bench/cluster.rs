@@ -188,7 +188,7 @@ impl Cluster {
     /// A producer of input records, configured as Reactor's own producer.
     pub fn producer(&self) -> Result<ThreadedProducer<DefaultProducerContext>, Error> {
         self.producer_clients()
-            .producer(None)
+            .runtime_producer(None)
             .create()
             .map_err(|e| Error::kafka("creating the input producer", e))
     }

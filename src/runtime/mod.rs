@@ -221,15 +221,12 @@ impl Runtime {
         let transactional_id = k
             .exactly_once
             .then(|| format!("{}-{}", k.group_id, options.instance_id));
-        let mut producer_config = clients.producer(transactional_id.as_deref());
+        let mut producer_config = clients.runtime_producer(transactional_id.as_deref());
         if producer_config.get("transaction.timeout.ms").is_none() {
             // A transaction left open by a killed instance blocks
             // read_committed readers of what it wrote until it is aborted:
             // by then its shards have moved (or it restarted and fenced it).
             producer_config.set("transaction.timeout.ms", session.as_millis().to_string());
-        }
-        if producer_config.get("delivery.report.only.error").is_none() {
-            producer_config.set("delivery.report.only.error", "true");
         }
         let producer: ThreadedProducer<DeliveryContext> = producer_config
             .create_with_context(DeliveryContext::default())
