@@ -164,6 +164,12 @@ impl Router {
         self.tables.params.raw_id(entity, param)
     }
 
+    /// Starts fetching what [`Router::ctl_id`] will read for each of
+    /// `names` ([`ParamNames::prefetch`]).
+    pub fn prefetch_ctl(&self, names: &[(&[u8], &[u8])]) {
+        self.tables.params.prefetch(names);
+    }
+
     /// Whether this router was built from `config` (it shares its task list
     /// and parameter table): the ids it hands out are `config`'s only then.
     pub fn is_of(&self, config: &Config) -> bool {

@@ -85,7 +85,17 @@ pub fn read_known_ctl_change<T>(
     bytes: &[u8],
     known: impl Fn(&[u8], &[u8]) -> Option<T>,
 ) -> Result<Option<(T, Timestamp)>, DecodeError> {
-    let plain = unframe(bytes).ok().and_then(plain);
+    read_known_plain_ctl(bytes, plain_ctl(bytes), known)
+}
+
+/// [`read_known_ctl_change`] of `bytes` already read by [`plain_ctl`]
+/// (`plain` is what it gave for them).
+pub fn read_known_plain_ctl<'a, T>(
+    bytes: &'a [u8],
+    plain: Option<PlainCtl<'a>>,
+    known: impl Fn(&[u8], &[u8]) -> Option<T>,
+) -> Result<Option<(T, Timestamp)>, DecodeError> {
+    let plain = plain.map(|p| p.0);
     if let Some(p) = &plain {
         if let Some(found) = known(p.entity, p.param) {
             let value = required_ts("value", p.value.as_ref())?;
@@ -139,6 +149,24 @@ fn checked<'a>(bytes: &'a [u8], plain: Option<Plain<'a>>) -> Result<CtlChange<'a
         param,
         value,
     })
+}
+
+/// A `CtlChange` read as plain protobuf, not checked yet ([`plain_ctl`]).
+pub struct PlainCtl<'a>(Plain<'a>);
+
+impl<'a> PlainCtl<'a> {
+    /// Its raw `(entity, param)` names (what [`read_known_ctl_change`] asks
+    /// `known` first): for fetching ahead what looking them up will read.
+    pub fn names(&self) -> (&'a [u8], &'a [u8]) {
+        (self.0.entity, self.0.param)
+    }
+}
+
+/// `bytes` read as a plain protobuf `CtlChange` (the form nearly every
+/// record of `ctl.changes` has), `None` for any other; read once, for
+/// [`read_known_plain_ctl`] and for fetching its lookup ahead.
+pub fn plain_ctl(bytes: &[u8]) -> Option<PlainCtl<'_>> {
+    unframe(bytes).ok().and_then(plain).map(PlainCtl)
 }
 
 /// The fields of a plain protobuf `CtlChange`, names not yet read as UTF-8.

@@ -47,8 +47,8 @@ pub use changelog::{
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{
-    decode_ctl_change, encode_ctl_change, read_ctl_change, read_known_ctl_change, CtlChange,
-    CtlRecord,
+    decode_ctl_change, encode_ctl_change, plain_ctl, read_ctl_change, read_known_ctl_change,
+    read_known_plain_ctl, CtlChange, CtlRecord, PlainCtl,
 };
 pub use error::DecodeError;
 pub use event::{decode_event, encode_event, encode_event_into, event_kind};

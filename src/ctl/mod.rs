@@ -39,6 +39,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::{self, Duration};
 
+mod groups;
 mod local;
 mod postings;
 mod table;

@@ -2,12 +2,15 @@
 //! a shard's values are kept in [`super::CtlTable`]).
 //!
 //! Names are kept back to back in one string, each id pointing at its span:
-//! a lookup touches the hash bucket, the id's span and the text, where a
+//! a lookup touches the hash group, the id's span and the text, where a
 //! `Vec<ParamName>` cost a further cache miss per string (and two heap
 //! allocations per parameter). With a million parameters the lookup was the
-//! largest single cost of the CTL hot path.
+//! largest single cost of the CTL hot path; [`ParamNames::prefetch`] lets a
+//! batch of lookups wait for those three misses together.
 
 use std::fmt;
+
+use super::groups::GroupTable;
 
 /// Interned parameter id: dense, assigned in first-seen order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,9 +63,9 @@ struct Span {
 /// which the router and the shards read).
 #[derive(Debug, Default, Clone)]
 pub struct ParamNames {
-    // One flat table of ids hashed by `(entity, param)`: a lookup by two
-    // `&str` allocates nothing and touches one bucket.
-    ids: hashbrown::HashTable<ParamId>,
+    // Ids hashed by `(entity, param)`: a lookup by two `&str` allocates
+    // nothing and touches one line before the name.
+    ids: GroupTable,
     /// Every name, entity then parameter, back to back.
     text: String,
     /// Per id, where its name lies in `text`.
@@ -82,8 +85,8 @@ fn param_hash(entity: &[u8], param: &[u8]) -> u64 {
 }
 
 /// The hash of the name `id` has in `text` (what a rehash needs).
-fn stored_hash(text: &str, spans: &[Span], id: ParamId) -> u64 {
-    let name = parts(text, spans, id);
+fn stored_hash(text: &str, spans: &[Span], id: u32) -> u64 {
+    let name = parts(text, spans, ParamId(id));
     param_hash(name.entity.as_bytes(), name.param.as_bytes())
 }
 
@@ -128,17 +131,18 @@ impl ParamNames {
         self.text.push_str(param);
         self.spans.push(span);
         let (text, spans) = (&self.text, &self.spans);
-        self.ids
-            .insert_unique(param_hash(entity.as_bytes(), param.as_bytes()), id, |id| {
-                stored_hash(text, spans, *id)
-            });
+        self.ids.insert(
+            param_hash(entity.as_bytes(), param.as_bytes()),
+            id.0,
+            |id| stored_hash(text, spans, id),
+        );
         id
     }
 
     /// Reserves room for `more` names of `bytes` in all.
     pub fn reserve(&mut self, more: usize, bytes: usize) {
         let (text, spans) = (&self.text, &self.spans);
-        self.ids.reserve(more, |id| stored_hash(text, spans, *id));
+        self.ids.reserve(more, |id| stored_hash(text, spans, id));
         self.spans.reserve_exact(more);
         self.text.reserve_exact(bytes);
     }
@@ -152,7 +156,7 @@ impl ParamNames {
     /// once (the router's, a shard's) is kept for the life of the process.
     pub fn shrink_to_fit(&mut self) {
         let (text, spans) = (&self.text, &self.spans);
-        self.ids.shrink_to_fit(|id| stored_hash(text, spans, *id));
+        self.ids.shrink_to_fit(|id| stored_hash(text, spans, id));
         self.text.shrink_to_fit();
         self.spans.shrink_to_fit();
     }
@@ -167,11 +171,40 @@ impl ParamNames {
     /// [`super::ParamName`]), so bytes equal to one are that valid name.
     pub fn raw_id(&self, entity: &[u8], param: &[u8]) -> Option<ParamId> {
         self.ids
-            .find(param_hash(entity, param), |&id| {
-                let name = parts(&self.text, &self.spans, id);
+            .find(param_hash(entity, param), |id| {
+                let name = parts(&self.text, &self.spans, ParamId(id));
                 name.entity.as_bytes() == entity && name.param.as_bytes() == param
             })
-            .copied()
+            .map(ParamId)
+    }
+
+    /// Starts fetching what looking each of `names` (raw `(entity, param)`
+    /// bytes) up will read: all their groups, then the spans of the ids
+    /// found there, then those names' text. Each stage's misses overlap
+    /// (where lookups made one after another waited for each in turn), and
+    /// the lookups that follow find their lines in cache. Only a hint:
+    /// what a lookup answers does not depend on it.
+    pub fn prefetch(&self, names: &[(&[u8], &[u8])]) {
+        const AHEAD: usize = 32;
+        let mut hashes = [0u64; AHEAD];
+        let mut found = [None; AHEAD];
+        for names in names.chunks(AHEAD) {
+            for (h, (entity, param)) in hashes.iter_mut().zip(names) {
+                *h = param_hash(entity, param);
+                self.ids.prefetch(*h);
+            }
+            for (f, &h) in found.iter_mut().zip(&hashes).take(names.len()) {
+                *f = self.ids.candidate(h);
+                if let Some(id) = *f {
+                    prefetch_index::prefetch_index(&self.spans, id as usize);
+                }
+            }
+            for id in found.iter().take(names.len()).flatten() {
+                if let Some(span) = self.spans.get(*id as usize) {
+                    prefetch_index::prefetch_index(self.text.as_bytes(), span.start as usize);
+                }
+            }
+        }
     }
 
     /// The name behind `id` (an empty name if `id` was not issued here).

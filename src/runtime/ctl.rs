@@ -21,6 +21,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::health::Phase;
 use super::intake::{self, Context, KnownCtl, Received};
 use super::{Error, Runtime, CALL_TIMEOUT, MAX_POLL_BATCH, RESTORE_TIMEOUT};
+use crate::codec;
 use crate::codec::trace::{self, Trace};
 use crate::metrics;
 
@@ -205,7 +206,18 @@ impl Runtime {
             // millions), and the cache misses of lookups made one after
             // another overlap where each behind its record's whole step
             // would not.
-            read.extend(chunk.iter().map(|m| self.read_ctl(m)));
+            let plain: Vec<_> = chunk
+                .iter()
+                .map(|m| m.payload().and_then(codec::plain_ctl))
+                .collect();
+            let names: Vec<(&[u8], &[u8])> = plain.iter().flatten().map(|p| p.names()).collect();
+            self.router.prefetch_ctl(&names);
+            read.extend(
+                chunk
+                    .iter()
+                    .zip(plain)
+                    .map(|(m, plain)| self.read_ctl(m, plain)),
+            );
             for (m, r) in chunk.drain(..).zip(read.drain(..)) {
                 self.apply_read_ctl(&m, r, now);
             }
@@ -219,17 +231,22 @@ impl Runtime {
     /// Applies one CTL change at `now` to the table and to the owned shards
     /// whose tasks name its parameter (the others would ignore it).
     pub(super) fn on_ctl(&mut self, m: &BorrowedMessage<'_>, now: jiff::Timestamp) {
-        let read = self.read_ctl(m);
+        let read = self.read_ctl(m, m.payload().and_then(codec::plain_ctl));
         self.apply_read_ctl(m, read, now);
     }
 
-    /// What CTL record `m` asks of this instance.
-    fn read_ctl(&self, m: &BorrowedMessage<'_>) -> ReadCtl {
+    /// What CTL record `m` asks of this instance (`plain`: its payload as
+    /// [`codec::plain_ctl`] read it).
+    fn read_ctl<'a>(
+        &self,
+        m: &'a BorrowedMessage<'_>,
+        plain: Option<codec::PlainCtl<'a>>,
+    ) -> ReadCtl {
         if m.payload().is_none() {
             // A tombstone removes nothing: a parameter's value never disappears.
             return ReadCtl::Nothing;
         }
-        match intake::decode_ctl(&self.router, m.key(), m.payload()) {
+        match intake::decode_plain_ctl(&self.router, m.key(), m.payload(), plain) {
             Ok(Some(KnownCtl { id, value })) => ReadCtl::Change(id, value),
             // A parameter no task names decides nothing, here or after a restore.
             Ok(None) => ReadCtl::Nothing,

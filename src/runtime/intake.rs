@@ -379,10 +379,21 @@ pub fn decode_ctl(
     key: Option<&[u8]>,
     payload: Option<&[u8]>,
 ) -> Result<Option<KnownCtl>, DecodeError> {
+    decode_plain_ctl(router, key, payload, payload.and_then(codec::plain_ctl))
+}
+
+/// [`decode_ctl`] of a record whose payload [`codec::plain_ctl`] read as `plain`.
+pub fn decode_plain_ctl<'a>(
+    router: &Router,
+    key: Option<&[u8]>,
+    payload: Option<&'a [u8]>,
+    plain: Option<codec::PlainCtl<'a>>,
+) -> Result<Option<KnownCtl>, DecodeError> {
     limits::check_record(key, payload)?;
-    let found = codec::read_known_ctl_change(payload.unwrap_or_default(), |entity, param| {
-        router.ctl_id(entity, param)
-    })?;
+    let found =
+        codec::read_known_plain_ctl(payload.unwrap_or_default(), plain, |entity, param| {
+            router.ctl_id(entity, param)
+        })?;
     Ok(found.map(|(id, value)| KnownCtl { id, value }))
 }
 
