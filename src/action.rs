@@ -22,9 +22,11 @@ pub enum Action {
     /// Send a stage run command to the stage's topic.
     #[serde(rename = "run")]
     StageRun(StageRunCommand),
-    /// Send a process step (or a submitted job) to its job's topic.
+    /// Send a process step (or a submitted job) to its job's topic. Boxed:
+    /// the largest command, it made every action as large, and actions are
+    /// moved several times on the way out.
     #[serde(rename = "run")]
-    StepRun(StepRunCommand),
+    StepRun(Box<StepRunCommand>),
     /// Publish an offer's committed state to `offer.state`.
     OfferState(OfferState),
     /// Publish an audit or alert event.

@@ -230,7 +230,7 @@ mod tests {
             let mut next = Vec::new();
             for action in actions {
                 match action {
-                    Action::StepRun(run) => next.push(run),
+                    Action::StepRun(run) => next.push(*run),
                     Action::Event(e) => done.extend(completes(&e)),
                     _ => {}
                 }

@@ -172,7 +172,7 @@ impl Processes {
                 ProcTimer::Idle(p, key.to_string()),
             );
         }
-        self.out.push(Action::StepRun(command));
+        self.out.push(Action::StepRun(Box::new(command)));
         self.mark(p, key);
         Ok(())
     }
