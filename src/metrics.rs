@@ -768,19 +768,20 @@ pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
     record_task_health(
         tasks
             .iter()
-            .map(|t| (t.id.as_str(), t.state, t.last_success)),
+            .map(|t| (t.state, t.last_success.map(|at| (t.id.as_str(), at)))),
         now,
     );
 }
 
-/// [`record_tasks`] from `(id, state, last success)` of every task.
+/// [`record_tasks`] from the state of every task and, for one that
+/// succeeded, its id and last success.
 pub fn record_task_health<'a>(
-    tasks: impl IntoIterator<Item = (&'a str, TaskState, Option<Timestamp>)>,
+    tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
     now: Timestamp,
 ) {
     let states = <TaskState as strum::VariantArray>::VARIANTS;
     let mut counts = vec![0usize; states.len()];
-    for (id, state, last_success) in tasks {
+    for (state, succeeded) in tasks {
         if let Some(n) = states
             .iter()
             .position(|s| *s == state)
@@ -788,7 +789,7 @@ pub fn record_task_health<'a>(
         {
             *n += 1;
         }
-        if let Some(last) = last_success {
+        if let Some((id, last)) = succeeded {
             let age = now.duration_since(last).as_secs_f64().max(0.0);
             gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
         }

@@ -501,10 +501,11 @@ impl Engine {
         self.tasks.summaries()
     }
 
-    /// Every task's id, state and last success, borrowed.
+    /// Every task's state and, once it succeeded, its id and last success
+    /// (borrowed).
     pub fn task_health(
         &self,
-    ) -> impl Iterator<Item = (&str, crate::task::TaskState, Option<Timestamp>)> + '_ {
+    ) -> impl Iterator<Item = (crate::task::TaskState, Option<(&str, Timestamp)>)> + '_ {
         self.tasks.health()
     }
 

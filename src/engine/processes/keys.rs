@@ -61,6 +61,15 @@ impl KeyMap {
     }
 
     /// Every record, in `(process, key)` order.
+    /// Every record with its process, in no order: for counting (every few
+    /// seconds, on the thread that applies inputs), where the key order
+    /// cost a hash lookup per key.
+    pub fn unordered(&self) -> impl Iterator<Item = (u16, &KeyRecord)> + '_ {
+        self.by_process
+            .iter()
+            .flat_map(|(&p, keys)| keys.values().map(move |r| (p, &**r)))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (u16, &str, &KeyRecord)> + '_ {
         self.from(Bound::Unbounded)
     }

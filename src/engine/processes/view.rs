@@ -84,7 +84,7 @@ impl Processes {
     /// Active instances per process (for metrics).
     pub(in crate::engine) fn active_counts(&self) -> Vec<(String, usize)> {
         let mut counts = vec![0usize; self.procs.len()];
-        for (p, _, record) in self.keys.iter() {
+        for (p, record) in self.keys.unordered() {
             if record.active.is_some() {
                 if let Some(c) = counts.get_mut(p as usize) {
                     *c += 1;

@@ -217,6 +217,9 @@ pub(in crate::engine) struct PoolRt {
     holds: Vec<u32>,
     /// Needs a dispatch pass at the end of the step.
     pending: bool,
+    /// Some task of the shard is in this pool (its gauges are the shard's
+    /// to export): set once, when the shard is built.
+    has_tasks: bool,
 }
 
 /// What a timer is for; with the task index it keys the timer.
@@ -338,6 +341,7 @@ impl Tasks {
                 queue: PoolQueue::default(),
                 holds: Vec::new(),
                 pending: false,
+                has_tasks: false,
             })
             .collect();
         let owned =
@@ -366,7 +370,11 @@ impl Tasks {
         // Most tasks name one parameter: room for that at once.
         let mut index = Vec::with_capacity(tasks.capacity());
         let mut producers = Vec::new();
+        let mut used = vec![false; pools.len()];
         for (def, t) in config.tasks.iter().enumerate().filter(owned) {
+            if let Some(u) = used.get_mut(t.pool()) {
+                *u = true;
+            }
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
@@ -389,6 +397,10 @@ impl Tasks {
             });
         }
         table.shrink_to_fit();
+        let mut pools = pools;
+        for (p, used) in pools.iter_mut().zip(used) {
+            p.has_tasks = used;
+        }
         Tasks {
             table,
             defs: Arc::clone(&config.tasks),

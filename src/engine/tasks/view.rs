@@ -106,13 +106,18 @@ impl Tasks {
             .collect()
     }
 
-    /// Every task's id, state and last success, borrowed (the metrics
-    /// export lists them all every few seconds: no copies).
+    /// Every task's state and, once it succeeded, its id and last success,
+    /// borrowed (the metrics export lists them all every few seconds, on
+    /// the thread that applies inputs: no copies, and no definition or id
+    /// read for a task that never succeeded).
     pub(in crate::engine) fn health(
         &self,
-    ) -> impl Iterator<Item = (&str, TaskState, Option<Timestamp>)> + '_ {
-        self.iter()
-            .map(|t| (t.def.id(), t.rt.slot.phase, stamp::get(t.rt.last_success)))
+    ) -> impl Iterator<Item = (TaskState, Option<(&str, Timestamp)>)> + '_ {
+        self.tasks.iter().map(|e| {
+            let succeeded = stamp::get(e.rt.last_success)
+                .and_then(|at| Some((self.defs.id(e.def as usize)?, at)));
+            (e.rt.slot.phase, succeeded)
+        })
     }
 
     fn pool_name(&self, p: usize) -> String {
@@ -129,17 +134,12 @@ impl Tasks {
 
     /// Per-pool queue depth and running count, pools with tasks in this shard only.
     pub(in crate::engine) fn pool_stats(&self) -> Vec<PoolStats> {
-        let mut used = vec![false; self.pools.len()];
-        for task in self.iter() {
-            if let Some(u) = used.get_mut(task.def.pool()) {
-                *u = true;
-            }
-        }
+        // Not worked out from the tasks: a shard may hold millions, and
+        // this runs every few seconds on the thread that applies inputs.
         self.pools
             .iter()
-            .zip(used)
-            .filter(|(_, used)| *used)
-            .map(|(p, _)| PoolStats {
+            .filter(|p| p.has_tasks)
+            .map(|p| PoolStats {
                 pool: p.name.clone(),
                 queued: p.queue.len(),
                 running: p.running,
