@@ -203,9 +203,10 @@ impl Runtime {
             n += chunk.len();
             // The chunk's records read and looked up first, then applied:
             // the router's table holds every parameter a task names (up to
-            // millions), and the cache misses of lookups made one after
-            // another overlap where each behind its record's whole step
-            // would not.
+            // millions), so nearly every lookup misses the cache. What the
+            // lookups will read is fetched first, a stage for the whole
+            // chunk at a time (their misses overlap; one after another,
+            // each waited alone), then looked up.
             let plain: Vec<_> = chunk
                 .iter()
                 .map(|m| m.payload().and_then(codec::plain_ctl))
