@@ -64,13 +64,22 @@ impl OutRecord {
 pub struct OutRecords {
     records: Vec<Slot>,
     bytes: Vec<u8>,
+    /// The topics the records name, each once (kept across clears): a
+    /// record names its topic by index, where a shared name per record
+    /// cost two atomic updates of its count, on a line the committer's
+    /// thread reads meanwhile (and a stage or step run a name of its own).
+    topics: Vec<Arc<str>>,
+    /// Each of [`OutRecords::topics`] → its index: a configuration may name
+    /// many worker topics, too many to search one by one per record.
+    topic_indices: hashbrown::HashMap<Arc<str>, usize, foldhash::fast::FixedState>,
 }
 
 /// One record of an [`OutRecords`]: its key and value as ranges of the
 /// list's buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Slot {
-    topic: Arc<str>,
+    /// Index into [`OutRecords::topics`].
+    topic: usize,
     partition: Option<i32>,
     key: std::ops::Range<usize>,
     payload: Option<std::ops::Range<usize>>,
@@ -115,11 +124,12 @@ impl OutRecords {
     /// tombstone).
     pub fn push_with(
         &mut self,
-        topic: Arc<str>,
+        topic: &str,
         partition: Option<i32>,
         key: impl FnOnce(&mut Vec<u8>),
         write: impl FnOnce(&mut Vec<u8>) -> bool,
     ) {
+        let topic = self.topic_index(topic);
         let start = self.bytes.len();
         key(&mut self.bytes);
         let key = start..self.bytes.len();
@@ -139,7 +149,7 @@ impl OutRecords {
 
     /// Adds a record to `topic` keyed by `key`, partitioned by the
     /// producer, whose value `write` appends.
-    pub fn push_keyed(&mut self, topic: Arc<str>, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
+    pub fn push_keyed(&mut self, topic: &str, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
         self.push_with(
             topic,
             None,
@@ -149,6 +159,17 @@ impl OutRecords {
                 true
             },
         );
+    }
+
+    /// The index of `topic` in [`OutRecords::topics`], added if new.
+    fn topic_index(&mut self, topic: &str) -> usize {
+        if let Some(&i) = self.topic_indices.get(topic) {
+            return i;
+        }
+        let name: Arc<str> = Arc::from(topic);
+        self.topics.push(Arc::clone(&name));
+        self.topic_indices.insert(name, self.topics.len() - 1);
+        self.topics.len() - 1
     }
 
     fn put(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
@@ -167,7 +188,7 @@ impl OutRecords {
             headers,
         } = record;
         Slot {
-            topic,
+            topic: self.topic_index(&topic),
             partition,
             key: self.put(&key),
             payload: payload.map(|p| self.put(&p)),
@@ -186,9 +207,10 @@ impl OutRecords {
 
     /// Adds `headers` to every record from the `from`-th on whose topic is
     /// not `except`.
-    pub fn add_headers(&mut self, from: usize, headers: &[(String, Vec<u8>)], except: &Arc<str>) {
+    pub fn add_headers(&mut self, from: usize, headers: &[(String, Vec<u8>)], except: &str) {
+        let except = self.topic_indices.get(except).copied();
         for r in self.records.iter_mut().skip(from) {
-            if r.topic != *except {
+            if Some(r.topic) != except {
                 r.headers.extend_from_slice(headers);
             }
         }
@@ -208,7 +230,7 @@ impl OutRecords {
         let bytes =
             |range: &std::ops::Range<usize>| self.bytes.get(range.clone()).unwrap_or_default();
         Out {
-            topic: &r.topic,
+            topic: self.topics.get(r.topic).map_or("", |t| &**t),
             partition: r.partition,
             key: bytes(&r.key),
             payload: r.payload.as_ref().map(bytes),
@@ -236,7 +258,7 @@ impl OutRecords {
         self.records.capacity() > 0
     }
 
-    /// Drops the records, keeping the room.
+    /// Drops the records, keeping the room (and the topics).
     pub fn clear(&mut self) {
         self.records.clear();
         self.bytes.clear();
@@ -299,7 +321,7 @@ pub fn encode(
             // Keyed by the offer: a worker's reply (keyed alike) comes back
             // to the partition that owns the offer.
             Action::StageRun(run) => {
-                out.push_keyed(Arc::from(run.topic.as_str()), &run.offer, |buf| {
+                out.push_keyed(&run.topic, &run.offer, |buf| {
                     codec::encode_stage_run_command_into(
                         &run,
                         &topics.results,
@@ -312,7 +334,7 @@ pub fn encode(
             // Keyed by the business key: the worker's reply (keyed alike)
             // comes back to the partition that owns the key.
             Action::StepRun(run) => {
-                out.push_keyed(Arc::from(run.topic.as_str()), &run.key, |buf| {
+                out.push_keyed(&run.topic, &run.key, |buf| {
                     codec::encode_step_run_command_into(
                         &run,
                         &topics.results,
@@ -323,15 +345,12 @@ pub fn encode(
                 });
             }
             Action::OfferState(state) => {
-                out.push_keyed(Arc::clone(&names.offer_state), &state.offer, |buf| {
+                out.push_keyed(&names.offer_state, &state.offer, |buf| {
                     codec::encode_offer_state_into(&state, now, settings.formats.offer_state, buf);
                 });
             }
             Action::Run(run) => {
-                let topic = match &run.topic {
-                    Some(topic) => Arc::from(topic.as_str()),
-                    None => Arc::clone(&names.runs),
-                };
+                let topic = run.topic.as_deref().unwrap_or(&names.runs);
                 out.push_keyed(topic, &run.task, |buf| {
                     codec::encode_run_command_into(
                         &run,
@@ -344,14 +363,14 @@ pub fn encode(
                 });
             }
             Action::Event(event) => {
-                out.push_keyed(Arc::clone(&names.events), event.key(), |buf| {
+                out.push_keyed(&names.events, event.key(), |buf| {
                     codec::encode_event_into(&event, now, settings.formats.events, buf);
                 });
             }
             Action::Changelog(record) => {
                 let ChangelogRecord { store, key, value } = record;
                 out.push_with(
-                    Arc::clone(&names.changelog),
+                    &names.changelog,
                     Some(partition),
                     |buf| codec::put_changelog_key(store, &key, buf),
                     |buf| match value {
@@ -387,7 +406,7 @@ mod tests {
         let changelog: Arc<str> = Arc::from("changelog");
         out.push(owned("runs", b"t1", Some(b"run")));
         out.push_with(
-            Arc::clone(&changelog),
+            &changelog,
             Some(3),
             |k| k.extend_from_slice(b"task/t1"),
             |v| {
@@ -397,7 +416,7 @@ mod tests {
         );
         // A tombstone: what the writer appended is not kept.
         out.push_with(
-            Arc::clone(&changelog),
+            &changelog,
             Some(3),
             |k| k.extend_from_slice(b"task/t2"),
             |v| {
