@@ -274,9 +274,9 @@ impl<'a> IntoIterator for &'a OutRecords {
     }
 }
 
-/// The names of the topics Reactor writes, each shared by the records
-/// written there: a record per input to the changelog and one to a run or
-/// event topic copied a topic name each.
+/// The names of the topics Reactor writes. A record in an [`OutRecords`]
+/// names its topic by index; an owned [`OutRecord`] (a dead letter, a
+/// forwarded launch) shares one of these instead of copying it.
 #[derive(Debug, Clone)]
 pub struct OutTopics {
     /// Task run commands without a topic of their own.

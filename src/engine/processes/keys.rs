@@ -60,7 +60,6 @@ impl KeyMap {
             .map(Arc::unwrap_or_clone)
     }
 
-    /// Every record, in `(process, key)` order.
     /// Every record with its process, in no order: for counting (every few
     /// seconds, on the thread that applies inputs), where the key order
     /// cost a hash lookup per key.
@@ -70,6 +69,7 @@ impl KeyMap {
             .flat_map(|(&p, keys)| keys.values().map(move |r| (p, &**r)))
     }
 
+    /// Every record, in `(process, key)` order.
     pub fn iter(&self) -> impl Iterator<Item = (u16, &str, &KeyRecord)> + '_ {
         self.from(Bound::Unbounded)
     }
