@@ -3,9 +3,10 @@
 //! Kafka record of one transaction; the simulator prints them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::changelog::ChangelogRecord;
 use crate::ctl::ParamValues;
@@ -36,11 +37,10 @@ pub enum Action {
 }
 
 /// A command for a worker: do this run and reply with its run id and pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCommand {
-    /// The task.
-    pub task: String,
-    /// Stable across re-dispatches of the same run.
+    /// Stable across re-dispatches of the same run: `TASK#SEQ`, so the task
+    /// is read from it ([`RunCommand::task`]) rather than copied beside it.
     pub run_id: String,
     /// Try number since the last success, from 1.
     pub attempt: u32,
@@ -49,20 +49,51 @@ pub struct RunCommand {
     /// Values of the trigger's parameters read at dispatch (`entity/param` → value).
     pub snapshot: ParamValues,
     /// Parameters of the task.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
     /// No result by then: the pass times out.
     pub deadline: Timestamp,
     /// What caused the run: `op:ID` for an operator's recovery, `auto` for a
     /// pass re-dispatched after a timeout; none for live work.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// Partition key the reply must carry (the task's pool).
-    #[serde(skip)]
-    pub key: String,
+    /// Partition key the reply must carry (the task's pool), shared with
+    /// the pool's other runs.
+    pub key: Arc<str>,
     /// Topic override from the task definition.
-    #[serde(skip)]
     pub topic: Option<String>,
+}
+
+impl RunCommand {
+    /// The task: the run id up to its last `#`.
+    pub fn task(&self) -> &str {
+        self.run_id
+            .rsplit_once('#')
+            .map_or(&self.run_id, |(task, _)| task)
+    }
+}
+
+/// As the simulator prints a task's run (the wire's field names; the reply
+/// key and topic are the shell's).
+impl Serialize for RunCommand {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("RunCommand", 8)?;
+        s.serialize_field("task", self.task())?;
+        s.serialize_field("run_id", &self.run_id)?;
+        s.serialize_field("attempt", &self.attempt)?;
+        s.serialize_field("pass", &self.pass)?;
+        s.serialize_field("snapshot", &self.snapshot)?;
+        if self.params.is_empty() {
+            s.skip_field("params")?;
+        } else {
+            s.serialize_field("params", &self.params)?;
+        }
+        s.serialize_field("deadline", &self.deadline)?;
+        match &self.source {
+            Some(source) => s.serialize_field("source", source)?,
+            None => s.skip_field("source")?,
+        }
+        s.end()
+    }
 }
 
 /// A command for a stage worker: process this offer version and reply with

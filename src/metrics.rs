@@ -1341,14 +1341,13 @@ mod tests {
 
     fn run(task: &str) -> Action {
         Action::Run(RunCommand {
-            task: task.to_string(),
             run_id: format!("{task}#1"),
             attempt: 1,
             pass: 1,
             snapshot: Default::default(),
             params: BTreeMap::new(),
             deadline: ts("2024-01-01T01:00:00Z"),
-            key: "default".to_string(),
+            key: "default".into(),
             topic: None,
             source: None,
         })

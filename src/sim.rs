@@ -406,8 +406,8 @@ impl Book {
                 Action::Run(run) => {
                     let ids = (run.run_id.clone(), run.pass);
                     self.attempts
-                        .insert((run.task.clone(), run.attempt), ids.clone());
-                    self.current.insert(run.task.clone(), ids);
+                        .insert((run.task().to_string(), run.attempt), ids.clone());
+                    self.current.insert(run.task().to_string(), ids);
                 }
                 Action::Changelog(record) => self.log.push(record.clone()),
                 Action::StageRun(run) => {

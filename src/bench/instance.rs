@@ -316,7 +316,6 @@ mod tests {
     fn issued_at_is_read_from_a_run_command() {
         let at: jiff::Timestamp = "2026-11-26T10:00:00.123456789Z".parse().unwrap();
         let run = crate::action::RunCommand {
-            task: "t7".into(),
             run_id: "t7#1".into(),
             attempt: 1,
             pass: 3,

@@ -191,7 +191,7 @@ pub fn encode_run_command_into(
         Format::Protobuf => {
             let len = str_len(1, &command.run_id)
                 + str_len(2, KIND_TASK)
-                + str_len(3, &command.task)
+                + str_len(3, command.task())
                 + uint_len(4, command.attempt.into())
                 + uint_len(5, command.pass)
                 + btree_map::encoded_len(
@@ -209,7 +209,7 @@ pub fn encode_run_command_into(
             buf.reserve(len);
             put_str(1, &command.run_id, buf);
             put_str(2, KIND_TASK, buf);
-            put_str(3, &command.task, buf);
+            put_str(3, command.task(), buf);
             put_uint(4, command.attempt.into(), buf);
             put_uint(5, command.pass, buf);
             btree_map::encode(
@@ -246,7 +246,7 @@ fn task_run_message(
     v1::RunCommand {
         run_id: command.run_id.clone(),
         kind: KIND_TASK.to_string(),
-        task: command.task.clone(),
+        task: command.task().to_string(),
         attempt: command.attempt,
         pass: command.pass,
         params: command.params.clone(),
@@ -376,7 +376,6 @@ mod tests {
 
     fn command() -> RunCommand {
         RunCommand {
-            task: "orders_daily".into(),
             run_id: "orders_daily#7".into(),
             attempt: 2,
             pass: 12,
@@ -405,7 +404,7 @@ mod tests {
             let m = decode_run_command(&bytes).unwrap();
             assert_eq!(m.run_id, cmd.run_id);
             assert_eq!(m.kind, "task");
-            assert_eq!(m.task, cmd.task);
+            assert_eq!(m.task, cmd.task());
             assert_eq!((m.attempt, m.pass), (cmd.attempt, cmd.pass));
             assert_eq!(m.params, cmd.params);
             let snapshot: crate::ctl::ParamValues = m
@@ -485,7 +484,6 @@ mod tests {
         ) {
             let command = RunCommand {
                 run_id: format!("{task}#1"),
-                task,
                 attempt,
                 pass,
                 snapshot: snapshot
@@ -494,7 +492,7 @@ mod tests {
                     .collect(),
                 params,
                 deadline: Timestamp::from_millisecond(deadline).unwrap(),
-                key: String::new(),
+                key: "".into(),
                 topic: None,
                 source,
             };

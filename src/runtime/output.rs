@@ -72,6 +72,10 @@ pub struct OutRecords {
     /// Each of [`OutRecords::topics`] → its index: a configuration may name
     /// many worker topics, too many to search one by one per record.
     topic_indices: hashbrown::HashMap<Arc<str>, usize, foldhash::fast::FixedState>,
+    /// The indices of the last two topics named, compared before the map
+    /// is asked: a task's records alternate between its run's topic and the
+    /// changelog, and comparing two short names costs less than hashing one.
+    recent: [usize; 2],
 }
 
 /// One record of an [`OutRecords`]: its key and value as ranges of the
@@ -163,13 +167,23 @@ impl OutRecords {
 
     /// The index of `topic` in [`OutRecords::topics`], added if new.
     fn topic_index(&mut self, topic: &str) -> usize {
-        if let Some(&i) = self.topic_indices.get(topic) {
-            return i;
+        let [last, before] = self.recent;
+        for i in [last, before] {
+            if self.topics.get(i).is_some_and(|t| **t == *topic) {
+                return i;
+            }
         }
-        let name: Arc<str> = Arc::from(topic);
-        self.topics.push(Arc::clone(&name));
-        self.topic_indices.insert(name, self.topics.len() - 1);
-        self.topics.len() - 1
+        let i = match self.topic_indices.get(topic) {
+            Some(&i) => i,
+            None => {
+                let name: Arc<str> = Arc::from(topic);
+                self.topics.push(Arc::clone(&name));
+                self.topic_indices.insert(name, self.topics.len() - 1);
+                self.topics.len() - 1
+            }
+        };
+        self.recent = [i, last];
+        i
     }
 
     fn put(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
@@ -351,7 +365,7 @@ pub fn encode(
             }
             Action::Run(run) => {
                 let topic = run.topic.as_deref().unwrap_or(&names.runs);
-                out.push_keyed(topic, &run.task, |buf| {
+                out.push_keyed(topic, run.task(), |buf| {
                     codec::encode_run_command_into(
                         &run,
                         &topics.results,

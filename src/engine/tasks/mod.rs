@@ -208,7 +208,9 @@ struct TaskMut<'a> {
 /// A pool's limit and live counts.
 #[derive(Debug, Clone)]
 pub(in crate::engine) struct PoolRt {
-    pub(in crate::engine) name: String,
+    /// Shared with every run command of the pool (the key its reply must
+    /// carry), where a copy each was allocated and freed per run.
+    pub(in crate::engine) name: Arc<str>,
     pub(in crate::engine) max_running: Option<u32>,
     hold_max: Duration,
     pub(in crate::engine) running: u32,
@@ -334,7 +336,7 @@ impl Tasks {
             .pools
             .iter()
             .map(|p| PoolRt {
-                name: p.name.clone(),
+                name: Arc::from(p.name.as_str()),
                 max_running: p.max_running,
                 hold_max: p.hold_max,
                 running: 0,

@@ -43,7 +43,7 @@ impl Tasks {
             let item = Item {
                 kind: Kind::Task,
                 name: def.id(),
-                key: self.pools.get(def.pool()).map_or("", |p| p.name.as_str()),
+                key: self.pools.get(def.pool()).map_or("", |p| &*p.name),
                 state: slot.phase.as_str(),
                 error: slot.last_error(),
                 at: stamp::get(rt.since),

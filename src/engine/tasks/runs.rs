@@ -5,6 +5,7 @@ use jiff::Timestamp;
 
 use super::{Tasks, TimerKind};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::action::{Action, Event, RunCommand, Subject};
 use crate::ctl::{CtlTable, ParamId};
@@ -163,7 +164,6 @@ impl Tasks {
             .current()
             .ok_or_else(|| bug(format!("task {} runs without a run", def.id())))?;
         let command = RunCommand {
-            task: String::from(def.id()),
             run_id: run.run_id.clone(),
             attempt: run.attempt,
             pass: run.pass,
@@ -186,7 +186,7 @@ impl Tasks {
             } else {
                 rt.rare().source.clone()
             },
-            key: self.pool(def.pool())?.name.clone(),
+            key: Arc::clone(&self.pool(def.pool())?.name),
             topic: def.extra().topic.clone(),
         };
         self.out.push(Action::Run(command));

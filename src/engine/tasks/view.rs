@@ -123,7 +123,7 @@ impl Tasks {
     fn pool_name(&self, p: usize) -> String {
         self.pools
             .get(p)
-            .map(|p| p.name.clone())
+            .map(|p| p.name.to_string())
             .unwrap_or_default()
     }
 
@@ -140,7 +140,7 @@ impl Tasks {
             .iter()
             .filter(|p| p.has_tasks)
             .map(|p| PoolStats {
-                pool: p.name.clone(),
+                pool: p.name.to_string(),
                 queued: p.queue.len(),
                 running: p.running,
             })
