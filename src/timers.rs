@@ -8,6 +8,12 @@
 //! where the tree walked down a dozen keys per level for every arm. A timer
 //! cancelled inside the run is marked and dropped when it reaches the front
 //! (or when the marked outnumber the live); its front is always live.
+//!
+//! A poll batch's inputs share `now` but come from several partitions, so
+//! their timeouts share a deadline while their keys interleave: most went to
+//! the tree. Timers armed at one deadline are therefore held aside until a
+//! timer at another deadline is armed or the set is read, then placed in key
+//! order, which appends them.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, VecDeque};
@@ -27,6 +33,9 @@ pub struct Timers<K: Ord> {
     /// The earliest deadline, kept beside the set: asked before and after
     /// every input, where the set would walk down its leftmost path.
     first: Option<Timestamp>,
+    /// Timers armed since the set was last read, all at one deadline, not
+    /// yet placed (a key may be there twice).
+    pending: Vec<(Timestamp, K)>,
 }
 
 impl<K: Ord> Default for Timers<K> {
@@ -36,6 +45,7 @@ impl<K: Ord> Default for Timers<K> {
             run: VecDeque::new(),
             cancelled: 0,
             first: None,
+            pending: Vec::new(),
         }
     }
 }
@@ -43,6 +53,32 @@ impl<K: Ord> Default for Timers<K> {
 impl<K: Ord + Clone> Timers<K> {
     /// Arms `key` at `at`.
     pub fn arm(&mut self, at: Timestamp, key: K) {
+        if self.pending.first().is_some_and(|(held, _)| *held != at) {
+            self.place_pending();
+        }
+        self.pending.push((at, key));
+        if self.first.is_none_or(|first| at < first) {
+            self.first = Some(at);
+        }
+    }
+
+    /// Places the timers held aside, in key order (they share a deadline).
+    fn place_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        for (at, key) in pending.drain(..) {
+            self.place(at, key);
+        }
+        // Its room is kept for the next deadline's timers.
+        self.pending = pending;
+    }
+
+    /// Puts `key` armed at `at` in the run or the tree (`first` is the
+    /// caller's to keep).
+    fn place(&mut self, at: Timestamp, key: K) {
         // After the run's last timer and the tree's (where it cannot be yet).
         let after_run = self
             .run
@@ -64,13 +100,11 @@ impl<K: Ord + Clone> Timers<K> {
         } else {
             self.set.insert((at, key));
         }
-        if self.first.is_none_or(|first| at < first) {
-            self.first = Some(at);
-        }
     }
 
     /// Cancels `key` armed at `at`, if it is.
     pub fn cancel(&mut self, at: Timestamp, key: K) {
+        self.place_pending();
         let removed = match self.find_in_run(at, &key) {
             Ok(i) => match self.run.get_mut(i) {
                 Some(entry) if entry.2 => {
@@ -111,6 +145,7 @@ impl<K: Ord + Clone> Timers<K> {
         if self.first? > now {
             return None;
         }
+        self.place_pending();
         let from_run = match (self.set.first(), self.run.front()) {
             (Some((at, key)), Some((run_at, run_key, _))) => (run_at, run_key) < (at, key),
             (None, Some(_)) => true,
@@ -128,12 +163,13 @@ impl<K: Ord + Clone> Timers<K> {
     }
 
     /// Number of armed timers.
-    pub fn len(&self) -> usize {
+    pub fn len(&mut self) -> usize {
+        self.place_pending();
         self.set.len() + self.run.len().saturating_sub(self.cancelled)
     }
 
     /// Whether none is armed.
-    pub fn is_empty(&self) -> bool {
+    pub fn is_empty(&mut self) -> bool {
         self.len() == 0
     }
 
@@ -238,6 +274,34 @@ mod tests {
         assert_eq!(timers.len(), 1);
         assert_eq!(timers.pop_due(at), Some((at, 0)));
         assert_eq!(timers.pop_due(at), None);
+    }
+
+    #[test]
+    fn timers_of_one_deadline_armed_out_of_key_order_are_appended() {
+        // A poll batch's timeouts: one deadline, keys from four partitions
+        // in turn; then the next batch's.
+        let at: Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+        let later = at + jiff::SignedDuration::from_millis(3);
+        let mut timers = Timers::default();
+        for deadline in [at, later] {
+            for partition in 0..4u32 {
+                for i in 0..100 {
+                    timers.arm(deadline, i * 4 + partition);
+                }
+            }
+        }
+        assert_eq!(timers.len(), 800);
+        assert!(
+            timers.set.is_empty(),
+            "{} went to the tree",
+            timers.set.len()
+        );
+        let fired: Vec<_> = std::iter::from_fn(|| timers.pop_due(later)).collect();
+        let expected: Vec<_> = [at, later]
+            .into_iter()
+            .flat_map(|t| (0..400).map(move |k| (t, k)))
+            .collect();
+        assert_eq!(fired, expected);
     }
 
     proptest::proptest! {
