@@ -298,3 +298,60 @@ fn a_shard_finds_its_own_tasks_by_id() {
     }
     assert!(!a.has_task("t200") && !b.has_task(""));
 }
+
+/// A task its trigger queued in this step is dispatched without asking
+/// the trigger again; one queued in an earlier step is asked at dispatch,
+/// and goes back to idle when its trigger no longer holds.
+#[test]
+fn only_a_task_queued_in_an_earlier_step_is_asked_again_at_dispatch() {
+    let config = config::parse(
+        r#"
+[[pool]]
+name = "p"
+max_running = 1
+
+[[task]]
+id = "a"
+pool = "p"
+trigger = "delta(x/a, 1min)"
+timeout = "1h"
+
+[[task]]
+id = "b"
+pool = "p"
+trigger = "delay(x/b, 10min)"
+timeout = "1h"
+"#,
+        "fresh.toml",
+    )
+    .unwrap()
+    .config;
+    let ctl = |at: &str, param: &str| {
+        format!(r#"{{"at":"{at}","ctl":{{"entity":"x","param":"{param}","value":"{at}"}}}}"#)
+    };
+    let first = ctl("2024-01-01T00:00:00Z", "a");
+    let (sim, out) = sim::run(config.clone(), &first, None, None, true).unwrap();
+    assert!(out
+        .iter()
+        .any(|o| matches!(&o.action, Action::Run(r) if r.task() == "a")));
+    // `b` had no value at start (not true, one evaluation each); `a` was
+    // asked once, when its value came, and not again at its dispatch.
+    assert_eq!(sim.engine().stats().evaluated, 3);
+    let input = [
+        first,
+        // `b` holds and queues behind `a`, then no longer holds when
+        // `a`'s success frees the slot 30 minutes later.
+        ctl("2024-01-01T00:00:01Z", "b"),
+        r#"{"at":"2024-01-01T00:30:00Z","complete":{"task":"a","status":"succeeded"}}"#.to_string(),
+    ]
+    .join("\n");
+    let (_, out) = sim::run(config, &input, None, None, true).unwrap();
+    let runs: Vec<_> = out
+        .iter()
+        .filter_map(|o| match &o.action {
+            Action::Run(r) => Some(r.task().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs, ["a"], "b was asked again at dispatch and did not run");
+}

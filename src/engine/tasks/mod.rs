@@ -186,6 +186,11 @@ struct Entry {
     def: u32,
     /// Changed in the current step; not part of the record.
     dirty: bool,
+    /// Queued by its trigger in the current step, on values that have not
+    /// changed since (a step sets at most one CTL value, before it asks any
+    /// trigger, and a set clears this): its dispatch need not ask again.
+    /// Implies `dirty`; not part of the record.
+    fresh: bool,
     rt: TaskRt,
 }
 
@@ -395,6 +400,7 @@ impl Tasks {
             tasks.push(Entry {
                 def: u32::try_from(def).unwrap_or(u32::MAX),
                 dirty: false,
+                fresh: false,
                 rt: TaskRt::default(),
             });
         }
@@ -535,6 +541,13 @@ impl Tasks {
     /// Applies a CTL change: the hot path, touching only the tasks that
     /// reference the parameter.
     fn apply_param(&mut self, id: ParamId, value: Timestamp, now: Timestamp) -> Result<(), Error> {
+        // Tasks queued earlier in this step (none, as steps go) were asked
+        // on the values before this one: their dispatch asks again.
+        for &i in &self.dirty {
+            if let Some(e) = self.tasks.get_mut(i as usize) {
+                e.fresh = false;
+            }
+        }
         let previous = self.table.set(id, value);
         if previous == Some(value) {
             return Ok(());
@@ -589,6 +602,7 @@ impl Tasks {
         let written = dirty.drain(..).try_for_each(|i| {
             let e = self.tasks.get_mut(i as usize).ok_or_else(|| no_task(i))?;
             e.dirty = false;
+            e.fresh = false;
             e.rt.tidy();
             out.push(Action::Changelog(self.encoded(i)?));
             Ok(())
@@ -609,6 +623,7 @@ impl Tasks {
         for i in std::mem::take(&mut self.dirty) {
             if let Some(e) = self.tasks.get_mut(i as usize) {
                 e.dirty = false;
+                e.fresh = false;
             }
         }
         for p in std::mem::take(&mut self.pending_pools) {

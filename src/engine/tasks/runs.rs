@@ -75,12 +75,17 @@ impl Tasks {
         rt.set_queued_at(stamp::some(now));
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
+        self.tasks
+            .get_mut(i as usize)
+            .ok_or_else(|| super::no_task(i))?
+            .fresh = true;
         self.release_hold(i)?;
         self.pending(pool)
     }
 
-    /// Dispatches queued tasks while the pool has a free slot. Each is
-    /// validated first: a trigger that is no longer true sends it back to idle.
+    /// Dispatches queued tasks while the pool has a free slot. Each queued
+    /// in an earlier step is validated first: a trigger that is no longer
+    /// true sends it back to idle.
     pub(super) fn pump(&mut self, pool: usize, now: Timestamp) -> Result<(), Error> {
         while let Some((priority, i)) = self.pool(pool)?.queue.peek() {
             if !self.has_slot(pool, priority)? {
@@ -88,8 +93,13 @@ impl Tasks {
             }
             self.pool_mut(pool)?.queue.pop();
             self.task_mut(i)?.rt.set_queued_at(None);
-            // A launched task runs now: its trigger is not asked.
-            if self.task(i)?.rt.rare().launch.is_some() || self.eval(i, now)? {
+            let fresh = self
+                .tasks
+                .get_mut(i as usize)
+                .is_some_and(|e| std::mem::take(&mut e.fresh));
+            // A launched task runs now: its trigger is not asked, nor is
+            // one it queued in this step (on the same values).
+            if fresh || self.task(i)?.rt.rare().launch.is_some() || self.eval(i, now)? {
                 self.dispatch(i, now)?;
             } else {
                 // Nothing to run, a recovery's task included.
@@ -298,6 +308,10 @@ impl Tasks {
         rt.set_queued_at(stamp::some(now));
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
+        self.tasks
+            .get_mut(i as usize)
+            .ok_or_else(|| super::no_task(i))?
+            .fresh = true;
         self.release_hold(i)?;
         self.pending(pool)
     }

@@ -74,7 +74,8 @@ pub struct TaskSummary {
 /// Counts of what the engine did since it was built (for metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// Trigger evaluations (on change, on return to idle, at dispatch).
+    /// Trigger evaluations (on change, on return to idle, at the dispatch of
+    /// a task queued in an earlier step).
     pub evaluated: u64,
     /// Evaluations that queued a task.
     pub fired: u64,
