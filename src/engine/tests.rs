@@ -355,3 +355,38 @@ timeout = "1h"
         .collect();
     assert_eq!(runs, ["a"], "b was asked again at dispatch and did not run");
 }
+
+/// A task queued without asking its trigger (a recovered dead task) is
+/// asked at dispatch: here its trigger no longer holds, so it goes back to
+/// idle instead of running again.
+#[test]
+fn a_recovered_task_is_asked_at_dispatch() {
+    let config = config::parse(
+        r#"
+[[task]]
+id = "t"
+trigger = "delay(x/t, 10min)"
+timeout = "1h"
+retry = { attempts = 1, backoff = "1m", tiers = [] }
+"#,
+        "recover.toml",
+    )
+    .unwrap()
+    .config;
+    let input = [
+        r#"{"at":"2024-01-01T00:00:00Z","ctl":{"entity":"x","param":"t","value":"2024-01-01T00:00:00Z"}}"#,
+        r#"{"at":"2024-01-01T00:01:00Z","complete":{"task":"t","status":"failed"}}"#,
+        r#"{"at":"2024-01-01T01:00:00Z","command":{"recover":{"kind":"task","state":"dead","retry":true}}}"#,
+    ]
+    .join("\n");
+    let (sim, out) = sim::run(config, &input, None, None, true).unwrap();
+    let runs = out
+        .iter()
+        .filter(|o| matches!(o.action, Action::Run(_)))
+        .count();
+    assert_eq!(
+        runs, 1,
+        "the recovered task ran though its trigger no longer holds"
+    );
+    assert_eq!(sim.engine().stats().fired, 1);
+}

@@ -308,10 +308,6 @@ impl Tasks {
         rt.set_queued_at(stamp::some(now));
         let low = rt.rare().source.is_some();
         self.pool_mut(pool)?.queue.push(low, priority, now, i);
-        self.tasks
-            .get_mut(i as usize)
-            .ok_or_else(|| super::no_task(i))?
-            .fresh = true;
         self.release_hold(i)?;
         self.pending(pool)
     }
