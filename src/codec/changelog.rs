@@ -13,7 +13,8 @@ use super::put::{
     delimited_len, put_bytes, put_len, put_str, put_ts, put_uint, str_len, ts_len, uint_len,
 };
 use super::time::{
-    optional_ts, put_ts_entry, required_ts, timestamp_to_proto, ts_entry_len, ts_map, ParamKey,
+    optional_ts, put_ts_entry, required_ts, timestamp_to_proto, ts_entry_room, ts_map, ParamKey,
+    TS_FIELD_ROOM,
 };
 use super::wire::{decode, encode_into, Format};
 use crate::changelog::{ChangelogRecord, Store, Value};
@@ -144,31 +145,39 @@ const TASK_LAST_SEEN: u32 = 10;
 
 /// A task record in protobuf ([`encode_task_fields`]).
 fn encode_task_into(r: &TaskRecord, buf: &mut Vec<u8>) {
-    fn named(values: &crate::ctl::ParamValues) -> Vec<(ParamKey<'_>, jiff::Timestamp)> {
-        values
-            .iter()
-            .map(|(name, value)| (ParamKey::Joined(name), *value))
-            .collect()
-    }
     let (snapshot, last_seen) = (named(&r.snapshot), named(&r.last_seen));
-    encode_task_fields(
-        &TaskFields {
-            slot: &r.slot,
-            since: r.since,
-            queued_at: r.queued_at,
-            snapshot: &snapshot,
-            last_seen: &last_seen,
-            last_success: r.last_success,
-            sla_due: r.sla_due,
-            hold: r.hold.as_ref(),
-            pause_requested: r.pause_requested,
-            launch: r.launch.as_ref(),
-            again: r.again.as_ref(),
-            cron_at: r.cron_at,
-            source: r.source.as_deref(),
-        },
-        buf,
-    );
+    encode_task_fields(&task_fields(r, &snapshot, &last_seen), buf);
+}
+
+/// A record's parameter values as [`TaskFields`] take them.
+fn named(values: &crate::ctl::ParamValues) -> Vec<(ParamKey<'_>, jiff::Timestamp)> {
+    values
+        .iter()
+        .map(|(name, value)| (ParamKey::Joined(name), *value))
+        .collect()
+}
+
+/// The fields of `r`, its values as [`named`] gave them.
+fn task_fields<'a>(
+    r: &'a TaskRecord,
+    snapshot: TaskValues<'a>,
+    last_seen: TaskValues<'a>,
+) -> TaskFields<'a> {
+    TaskFields {
+        slot: &r.slot,
+        since: r.since,
+        queued_at: r.queued_at,
+        snapshot,
+        last_seen,
+        last_success: r.last_success,
+        sla_due: r.sla_due,
+        hold: r.hold.as_ref(),
+        pause_requested: r.pause_requested,
+        launch: r.launch.as_ref(),
+        again: r.again.as_ref(),
+        cron_at: r.cron_at,
+        source: r.source.as_deref(),
+    }
 }
 
 /// Parameter values of a task record, in name order (as a
@@ -216,45 +225,16 @@ pub struct TaskFields<'a> {
 pub fn encode_task_fields(r: &TaskFields<'_>, buf: &mut Vec<u8>) {
     let slot = r.slot;
     let state = u64::try_from(i32::from(state_to_proto(slot.phase))).unwrap_or_default();
-    let opt_ts_len = |tag, t: Option<jiff::Timestamp>| t.map_or(0, |t| ts_len(tag, t));
-    let hold = r.hold.map(|h| v1::Hold {
-        until: Some(timestamp_to_proto(h.until)),
-        awaiting_data: h.awaiting_data,
-    });
-    let launch = |p: Option<&std::collections::BTreeMap<String, String>>| {
-        p.map(|p| v1::LaunchParams {
-            params: p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        })
-    };
-    let (launch, again) = (launch(r.launch), launch(r.again));
+    let hold = r.hold.map(hold_message);
+    let (launch, again) = (r.launch.map(launch_message), r.again.map(launch_message));
     let run_len = slot.run().map(run_len);
-    let values_len = |tag, values: TaskValues<'_>| -> usize {
-        values
-            .iter()
-            .map(|&(key, value)| ts_entry_len(tag, key, value))
-            .sum()
-    };
-    let len = uint_len(1, state)
-        + opt_ts_len(2, r.since)
-        + opt_ts_len(3, r.queued_at)
-        + opt_ts_len(4, slot.wake_at())
-        + uint_len(5, slot.failures.into())
-        + uint_len(6, slot.run_seq)
-        + uint_len(7, slot.pass_seq)
-        + run_len.map_or(0, |n| delimited_len(TASK_RUN, n))
-        + opt_ts_len(11, r.last_success)
-        + opt_ts_len(12, r.sla_due)
-        + hold.as_ref().map_or(0, |h| message::encoded_len(13, h))
-        + uint_len(14, r.pause_requested.into())
-        + slot.last_error().map_or(0, |e| delimited_len(15, e.len()))
-        + launch.as_ref().map_or(0, |l| message::encoded_len(16, l))
-        + again.as_ref().map_or(0, |l| message::encoded_len(17, l))
-        + opt_ts_len(18, r.cron_at)
-        + opt_ts_len(19, slot.failed_at())
-        + r.source.map_or(0, |s| delimited_len(20, s.len()))
-        + values_len(TASK_SNAPSHOT, r.snapshot)
-        + values_len(TASK_LAST_SEEN, r.last_seen);
-    buf.reserve(len);
+    buf.reserve(task_room(
+        r,
+        run_len,
+        hold.as_ref(),
+        launch.as_ref(),
+        again.as_ref(),
+    ));
     let put_opt_ts = |tag, t: Option<jiff::Timestamp>, buf: &mut Vec<u8>| {
         if let Some(t) = t {
             put_ts(tag, t, buf);
@@ -310,6 +290,50 @@ pub fn decode_task_record(bytes: &[u8]) -> Result<TaskRecord, DecodeError> {
 
 /// Field number of `TaskRecord.run`.
 const TASK_RUN: u32 = 8;
+
+/// A task's hold as its generated message (rarely set: written through prost).
+fn hold_message(h: &crate::task::Hold) -> v1::Hold {
+    v1::Hold {
+        until: Some(timestamp_to_proto(h.until)),
+        awaiting_data: h.awaiting_data,
+    }
+}
+
+/// Launch parameters as their generated message (rarely set).
+fn launch_message(p: &std::collections::BTreeMap<String, String>) -> v1::LaunchParams {
+    v1::LaunchParams {
+        params: p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    }
+}
+
+/// Room for a task record, at least its length: each field at its most
+/// rather than measured (measuring a timestamp took nearly what writing
+/// it does), but the nested parts measured, as their lengths prefix them.
+fn task_room(
+    r: &TaskFields<'_>,
+    run_len: Option<usize>,
+    hold: Option<&v1::Hold>,
+    launch: Option<&v1::LaunchParams>,
+    again: Option<&v1::LaunchParams>,
+) -> usize {
+    // The five varint fields (a key byte and up to ten), the seven
+    // timestamp fields.
+    5 * 11
+        + 7 * TS_FIELD_ROOM
+        + run_len.map_or(0, |n| delimited_len(TASK_RUN, n))
+        + hold.map_or(0, |h| message::encoded_len(13, h))
+        + r.slot
+            .last_error()
+            .map_or(0, |e| delimited_len(15, e.len()))
+        + launch.map_or(0, |l| message::encoded_len(16, l))
+        + again.map_or(0, |l| message::encoded_len(17, l))
+        + r.source.map_or(0, |s| delimited_len(20, s.len()))
+        + r.snapshot
+            .iter()
+            .chain(r.last_seen)
+            .map(|&(key, _)| ts_entry_room(key))
+            .sum::<usize>()
+}
 
 /// Bytes of a `RunRecord` written by [`encode_task_into`].
 fn run_len(run: &Run) -> usize {
@@ -748,6 +772,17 @@ mod tests {
             let mut ours = Vec::new();
             encode_task_into(&r, &mut ours);
             prop_assert_eq!(&ours, &via_prost(&r));
+            // The room reserved for it holds it (no second allocation).
+            let (snapshot, last_seen) = (named(&r.snapshot), named(&r.last_seen));
+            let fields = task_fields(&r, &snapshot, &last_seen);
+            let room = task_room(
+                &fields,
+                r.slot.run().map(run_len),
+                r.hold.as_ref().map(hold_message).as_ref(),
+                r.launch.as_ref().map(launch_message).as_ref(),
+                r.again.as_ref().map(launch_message).as_ref(),
+            );
+            prop_assert!(room >= ours.len(), "{} reserved for {}", room, ours.len());
             let back = decode_changelog(b"task/t", Some(&ours)).unwrap();
             prop_assert_eq!(back.value, Some(Value::Task(Box::new(r))));
         }

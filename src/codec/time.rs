@@ -80,13 +80,21 @@ pub(super) fn proto_map(map: ParamValues) -> std::collections::BTreeMap<String, 
 /// second map of protobuf timestamps for each would be all overhead.
 pub(super) fn put_ts_map(tag: u32, map: &ParamValues, buf: &mut Vec<u8>) {
     // No reserve here: the writers allocate a record at its full length,
-    // these bytes included ([`ts_map_len`]).
+    // these bytes included ([`ts_map_room`]).
     for (key, value) in map {
         put_ts_entry(tag, ParamKey::Joined(key), *value, buf);
     }
 }
 
+/// At most the bytes [`put_ts_map`] appends.
+pub(super) fn ts_map_room(map: &ParamValues) -> usize {
+    map.iter()
+        .map(|(key, _)| ts_entry_room(ParamKey::Joined(key)))
+        .sum()
+}
+
 /// Bytes [`put_ts_map`] appends.
+#[cfg(test)]
 pub(super) fn ts_map_len(tag: u32, map: &ParamValues) -> usize {
     map.iter()
         .map(|(key, value)| ts_entry_len(tag, ParamKey::Joined(key), *value))
@@ -130,7 +138,18 @@ pub(super) fn put_ts_entry(tag: u32, key: ParamKey<'_>, value: Timestamp, buf: &
     }
 }
 
+/// At most the bytes of a timestamp field: a key of up to two bytes, a
+/// length byte and a body of at most 17.
+pub(super) const TS_FIELD_ROOM: usize = 20;
+
+/// At most the bytes [`put_ts_entry`] appends for `key` (keys and lengths
+/// of up to five bytes each, the name, a timestamp field).
+pub(super) fn ts_entry_room(key: ParamKey<'_>) -> usize {
+    key.len() + 16 + TS_FIELD_ROOM
+}
+
 /// Bytes [`put_ts_entry`] appends.
+#[cfg(test)]
 pub(super) fn ts_entry_len(tag: u32, key: ParamKey<'_>, value: Timestamp) -> usize {
     delimited_len(tag, entry_len(key, value))
 }
@@ -240,6 +259,7 @@ mod tests {
             let mut buf = Vec::new();
             put_ts_map(7, &map, &mut buf);
             prop_assert_eq!(buf.len(), ts_map_len(7, &map));
+            prop_assert!(ts_map_room(&map) >= buf.len());
             let mut expected = Vec::new();
             prost::encoding::btree_map::encode(
                 string::encode,
