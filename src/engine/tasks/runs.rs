@@ -66,21 +66,13 @@ impl Tasks {
             return Ok(());
         }
         self.stats.fired += 1;
-        let (pool, priority) = {
-            let def = &self.task(i)?.def;
-            (def.pool(), def.priority())
-        };
-        self.set_state(i, TaskState::Queued, now)?;
-        let rt = &mut self.task_mut(i)?.rt;
-        rt.set_queued_at(stamp::some(now));
-        let low = rt.rare().source.is_some();
-        self.pool_mut(pool)?.queue.push(low, priority, now, i);
+        self.queue(i, now)?;
+        // Asked just now: its dispatch in this step need not ask again.
         self.tasks
             .get_mut(i as usize)
             .ok_or_else(|| super::no_task(i))?
             .fresh = true;
-        self.release_hold(i)?;
-        self.pending(pool)
+        Ok(())
     }
 
     /// Dispatches queued tasks while the pool has a free slot. Each queued
