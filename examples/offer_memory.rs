@@ -6,7 +6,10 @@
 //! shards). The bench's own figure is the whole process's growth, the
 //! in-process brokers' copies of every record included; this one is what
 //! an instance holds. For where it goes, run it under
-//! `valgrind --tool=massif` with the global allocator lines removed.
+//! `valgrind --tool=massif` with the global allocator lines removed. Every
+//! output is encoded as the runtime encodes it, so an instruction count
+//! (`valgrind --tool=callgrind … 5000 4`) covers the runtime thread's work
+//! per offer too.
 
 mod common;
 
@@ -73,6 +76,21 @@ fn raw_bytes(i: usize) -> usize {
     serde_json::to_vec(&body).unwrap().len() + serde_json::to_vec(&states).unwrap().len()
 }
 
+/// `action` as the runtime writes it to Kafka (the changelog record's value).
+fn encode(action: &Action, at: Timestamp) -> Vec<u8> {
+    use reactor::codec::{self, Format};
+    match action {
+        Action::StageRun(run) => {
+            codec::encode_stage_run_command(run, "bench.results", at, Format::Protobuf)
+        }
+        Action::OfferState(state) => codec::encode_offer_state(state, at, Format::Protobuf),
+        Action::Changelog(record) => codec::encode_changelog(record.clone())
+            .1
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
 fn main() {
     let mut args = std::env::args()
         .skip(1)
@@ -89,6 +107,7 @@ fn main() {
     std::thread::sleep(std::time::Duration::from_secs(2));
     let r0 = common::resident();
     let mut runs = 0usize;
+    let mut encoded = 0usize;
     for i in 0..offers {
         let now = t0 + SignedDuration::from_millis(i as i64);
         let id = format!("o{i}");
@@ -105,10 +124,16 @@ fn main() {
         // Answer each stage run as the bench worker does, one at a time,
         // until the offer asks for nothing more.
         loop {
-            let run = out.drain(..).find_map(|(_, a)| match a {
-                Action::StageRun(run) => Some(run),
-                _ => None,
-            });
+            // Every output encoded as the runtime encodes it, so that an
+            // instruction count of this probe covers the runtime thread's
+            // work per offer.
+            let mut run = None;
+            for (at, action) in out.drain(..) {
+                encoded += encode(&action, at).len();
+                if let Action::StageRun(r) = action {
+                    run = run.or(Some(r));
+                }
+            }
             let Some(run) = run else { break };
             runs += 1;
             let result = answer(&run.stage, &run.run_id, run.pass, run.version);
@@ -118,6 +143,7 @@ fn main() {
         }
     }
     assert_eq!(runs, offers * STAGES, "every stage ran once on every offer");
+    assert!(encoded > 0);
     let per = common::resident_growth(r0, offers);
     println!(
         "{offers} offers through {STAGES} stages, {raw:.0} B of JSON each (body and stage states): {per:.0} B resident per offer in the shards ({:.1}x)",

@@ -22,7 +22,9 @@ use crate::offer::{normalize, normalize_body, Body};
 use crate::proto::v1;
 use crate::proto::v1::offer_record;
 use crate::run::{Run, RunSlot};
-use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
+use crate::stage::{
+    Guard, KeptState, Lane, OfferRecord, Phase, RescanRecord, SlotFields, SlotRecord,
+};
 use crate::task::{Hold, TaskRecord, TaskState};
 
 /// The parts of the changelog key of `key` in `store`, in order.
@@ -485,11 +487,6 @@ fn lane_from_proto(lane: i32) -> Result<Lane, DecodeError> {
     })
 }
 
-/// JSON text of a core value: cannot fail, keys are strings.
-fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).expect("JSON values serialize")
-}
-
 /// Field number of `OfferRecord.stages`.
 const OFFER_STAGES: u32 = 4;
 
@@ -552,10 +549,14 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     offer_record::SlotRecord {
         phase: phase_to_proto(s.slot.phase).into(),
-        state_json: s.state.as_deref().map(json_text).unwrap_or_default(),
-        timer: ts(&s.timer),
+        state_json: s
+            .state
+            .as_ref()
+            .map(|state| state.text().into_owned())
+            .unwrap_or_default(),
+        timer: ts(&s.timer()),
         lane: lane_to_proto(s.lane).into(),
-        queued_at: ts(&s.queued_at),
+        queued_at: ts(&s.queued_at()),
         run: s.slot.run().cloned().map(run_to_proto),
         run_version: s.run_version,
         run_seq: s.slot.run_seq,
@@ -564,7 +565,7 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
         wake_at: ts(&s.slot.wake_at()),
         last_error: s.slot.last_error().map(str::to_string),
         failed_at: ts(&s.slot.failed_at()),
-        source: s.source.clone(),
+        source: s.source().map(str::to_string),
     }
 }
 
@@ -574,7 +575,7 @@ fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     v1::OfferRecord {
         version: r.version,
-        body_json: json_text(&r.body),
+        body_json: r.body.text().into_owned(),
         updated_at: Some(timestamp_to_proto(r.updated_at)),
         stages: Default::default(),
         guard: (!r.guard.is_default()).then(|| offer_record::Guard {
@@ -606,9 +607,9 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
                     reason: format!("not JSON text: {e}"),
                 })?;
             normalize(&mut state);
-            Some(state.into())
+            Some(KeptState::new(crate::stage::state(state)))
         };
-        Ok::<_, DecodeError>(SlotRecord {
+        Ok::<_, DecodeError>(SlotRecord::from(SlotFields {
             slot: RunSlot::from(crate::run::SlotParts {
                 phase: phase_from_proto(s.phase)?,
                 run_seq: s.run_seq,
@@ -625,7 +626,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
             queued_at: optional_ts("stages.queued_at", s.queued_at.as_ref())?,
             run_version: s.run_version,
             source: s.source,
-        })
+        }))
     };
     let guard = match m.guard {
         None => Guard::default(),
@@ -637,7 +638,7 @@ fn offer_from_proto(m: v1::OfferRecord) -> Result<OfferRecord, DecodeError> {
     };
     Ok(OfferRecord {
         version: m.version,
-        body: body.into(),
+        body: crate::offer::share(body).into(),
         updated_at: required_ts("updated_at", m.updated_at.as_ref())?,
         stages: m
             .stages
@@ -877,7 +878,7 @@ mod tests {
             "past_2_53": 9_007_199_254_740_993_u64,
             "nested": {"tags": ["a", null, true]},
         });
-        let running = SlotRecord {
+        let running = SlotRecord::from(SlotFields {
             slot: RunSlot::from(crate::run::SlotParts {
                 phase: Phase::Running,
                 run: Some(Box::new(Run {
@@ -900,7 +901,7 @@ mod tests {
             queued_at: Some(ts("2024-06-01T00:00:00Z")),
             run_version: 4,
             source: None,
-        };
+        });
         OfferRecord {
             version: 5,
             body: body.as_object().unwrap().clone().into(),
@@ -909,23 +910,23 @@ mod tests {
                 ("price".to_string(), running),
                 (
                     "expire".to_string(),
-                    SlotRecord {
+                    SlotRecord::from(SlotFields {
                         timer: Some(ts("2024-12-01T00:00:00Z")),
                         state: Some(serde_json::Value::Null.into()),
-                        ..SlotRecord::default()
-                    },
+                        ..SlotFields::default()
+                    }),
                 ),
                 (
                     "dead".to_string(),
-                    SlotRecord {
+                    SlotRecord::from(SlotFields {
                         slot: RunSlot::from(crate::run::SlotParts {
                             phase: Phase::Dead,
                             failures: 6,
                             ..Default::default()
                         }),
                         state: Some(serde_json::json!("x").into()),
-                        ..SlotRecord::default()
-                    },
+                        ..SlotFields::default()
+                    }),
                 ),
                 ("idle".to_string(), SlotRecord::default()),
             ]
@@ -1001,20 +1002,33 @@ mod tests {
         let Some(Value::Offer(o)) = round_trip(&offer("o1", Some(offer_record()))).value else {
             panic!()
         };
-        assert_eq!(o.body["big"].as_u64(), Some(u64::MAX));
-        assert_eq!(o.body["small"].as_i64(), Some(i64::MIN));
-        assert_eq!(o.body["past_2_53"].as_u64(), Some(9_007_199_254_740_993));
+        assert_eq!(o.body.get().unwrap()["big"].as_u64(), Some(u64::MAX));
+        assert_eq!(o.body.get().unwrap()["small"].as_i64(), Some(i64::MIN));
         assert_eq!(
-            o.stages.get("price").unwrap().state.as_ref().unwrap()["seen"].as_u64(),
+            o.body.get().unwrap()["past_2_53"].as_u64(),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(
+            o.stages
+                .get("price")
+                .unwrap()
+                .state
+                .as_ref()
+                .unwrap()
+                .get()
+                .unwrap()["seen"]
+                .as_u64(),
             Some(9_007_199_254_740_993)
         );
         // An integral float (a hand-repaired record) is read back normalised.
         let mut record = offer_record();
-        std::sync::Arc::make_mut(&mut record.body).insert("float".into(), serde_json::json!(2.0));
+        let mut body = (*record.body.get().unwrap()).clone();
+        body.insert("float".into(), serde_json::json!(2.0));
+        record.body = body.into();
         let Some(Value::Offer(o)) = round_trip(&offer("o1", Some(record))).value else {
             panic!()
         };
-        assert!(o.body["float"].is_i64());
+        assert!(o.body.get().unwrap()["float"].is_i64());
     }
 
     #[test]
@@ -1115,7 +1129,10 @@ mod tests {
         let Some(Value::Offer(o)) = r.value else {
             panic!()
         };
-        assert_eq!(*o.body, *serde_json::json!({"a": 1}).as_object().unwrap());
+        assert_eq!(
+            *o.body.get().unwrap(),
+            *serde_json::json!({"a": 1}).as_object().unwrap()
+        );
     }
 
     fn any_ts() -> impl Strategy<Value = Timestamp> {

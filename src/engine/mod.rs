@@ -56,6 +56,13 @@ impl Error {
     }
 }
 
+/// Kept text that does not read back is a broken invariant: the shard wrote it.
+impl From<crate::packed::Error> for Error {
+    fn from(e: crate::packed::Error) -> Error {
+        bug(e)
+    }
+}
+
 /// A broken invariant named by `what`.
 pub(crate) fn bug(what: impl std::fmt::Display) -> Error {
     Error::Invariant(what.to_string())
@@ -418,7 +425,7 @@ impl Engine {
 
     /// An offer's current body, if this shard has the offer (and it is not
     /// deleted).
-    pub fn offer_body(&self, id: &str) -> Option<&crate::offer::Body> {
+    pub fn offer_body(&self, id: &str) -> Result<Option<crate::offer::SharedBody>, Error> {
         self.offers.body(id)
     }
 

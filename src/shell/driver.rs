@@ -215,19 +215,21 @@ fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
         },
         _ => return Ok(()),
     };
-    // A new offer starts from `{}`: the patch alone was checked.
-    let Some(body) = engine.offer_body(id) else {
+    // A new offer starts from `{}`: the patch alone was checked. (A kept
+    // body that does not read back fails the step itself, as a broken
+    // invariant.)
+    let Ok(Some(body)) = engine.offer_body(id) else {
         return Ok(());
     };
     // Each member of the merge comes from one of the two, merged objects
     // included: it is no larger than both together and no deeper than the
     // deeper. Only a pair over that bound is merged to be measured.
-    if limits::object_size(body) + limits::object_size(patch) <= limits::MAX_BODY_BYTES
-        && limits::object_depth(body).max(limits::object_depth(patch)) <= limits::MAX_JSON_DEPTH
+    if limits::object_size(&body) + limits::object_size(patch) <= limits::MAX_BODY_BYTES
+        && limits::object_depth(&body).max(limits::object_depth(patch)) <= limits::MAX_JSON_DEPTH
     {
         return Ok(());
     }
-    let body = crate::offer::patched(body, patch);
+    let body = crate::offer::patched(&body, patch);
     limits::check_object(field, &body, limits::MAX_BODY_BYTES).map_err(|e| match e {
         DecodeError::FieldTooLarge { size, limit, .. } => DecodeError::InvalidField {
             field,

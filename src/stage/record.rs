@@ -5,8 +5,9 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::Lane;
-use crate::offer::SharedBody;
+use crate::offer::KeptBody;
 use crate::run::RunSlot;
+use crate::stamp::{self, Stamp};
 
 /// One offer with every stage's slot on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,7 +15,7 @@ pub struct OfferRecord {
     /// Bumped by every committed change (body or any stage state).
     pub version: u64,
     /// The current body.
-    pub body: SharedBody,
+    pub body: KeptBody,
     /// When the current version was committed.
     pub updated_at: Timestamp,
     /// Stage name → its slot; stages with a default slot are left out.
@@ -44,15 +45,106 @@ pub fn state(value: serde_json::Value) -> State {
     State::new(crate::offer::compact(value))
 }
 
+/// A stage state as a slot keeps it: shared while the offer is worked on,
+/// as text while it is idle (see [`crate::packed`]).
+pub type KeptState = crate::packed::Packed<serde_json::Value>;
+
 /// A stage's slot on one offer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SlotFields", into = "SlotFields")]
 pub struct SlotRecord {
+    /// The run lifecycle: phase, counters, run in flight, wake, last error.
+    pub slot: RunSlot,
+    /// The stage's own state for the offer.
+    pub state: Option<KeptState>,
+    /// The lane while queued.
+    pub lane: Lane,
+    /// The offer version the run in flight was dispatched with.
+    pub run_version: u64,
+    /// When it was queued (queue order); 12 bytes where an optional jiff
+    /// timestamp takes 24.
+    queued_at: Option<Stamp>,
+    /// What a slot carries only while it waits for its timer or is run by
+    /// a recovery, in one box absent otherwise: a shard keeps a slot per
+    /// stage on every offer, most of them done.
+    extra: Option<Box<SlotExtra>>,
+}
+
+/// The rarely set part of a [`SlotRecord`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SlotExtra {
+    timer: Option<Timestamp>,
+    source: Option<String>,
+}
+
+impl SlotRecord {
+    /// Whether the slot holds nothing worth storing.
+    pub fn is_default(&self) -> bool {
+        *self == SlotRecord::default()
+    }
+
+    /// When the stage wakes for the offer.
+    pub fn timer(&self) -> Option<Timestamp> {
+        self.extra.as_ref().and_then(|x| x.timer)
+    }
+
+    /// When it was queued (queue order).
+    pub fn queued_at(&self) -> Option<Timestamp> {
+        stamp::get(self.queued_at)
+    }
+
+    /// What caused the current run: `op:ID` for a recovery; cleared when it
+    /// succeeds or dies.
+    pub fn source(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|x| x.source.as_deref())
+    }
+
+    /// Sets (or clears) the timer.
+    pub fn set_timer(&mut self, at: Option<Timestamp>) {
+        self.change(|x| x.timer = at);
+    }
+
+    /// Sets (or clears) the queue time.
+    pub fn set_queued_at(&mut self, at: Option<Timestamp>) {
+        self.queued_at = at.map(Stamp::from);
+    }
+
+    /// Sets (or clears) the source of the current run.
+    pub fn set_source(&mut self, source: Option<String>) {
+        self.change(|x| x.source = source);
+    }
+
+    /// Changes the rare part, boxed only while any of it is set (clearing
+    /// what is not set allocates nothing).
+    fn change(&mut self, f: impl FnOnce(&mut SlotExtra)) {
+        match &mut self.extra {
+            Some(extra) => {
+                f(extra);
+                if **extra == SlotExtra::default() {
+                    self.extra = None;
+                }
+            }
+            None => {
+                let mut extra = SlotExtra::default();
+                f(&mut extra);
+                if extra != SlotExtra::default() {
+                    self.extra = Some(Box::new(extra));
+                }
+            }
+        }
+    }
+}
+
+/// A [`SlotRecord`] field by field: how records and tests build one, and
+/// its serde form.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotFields {
     /// The run lifecycle: phase, counters, run in flight, wake, last error.
     #[serde(flatten)]
     pub slot: RunSlot,
     /// The stage's own state for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<State>,
+    pub state: Option<KeptState>,
     /// When the stage wakes for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<Timestamp>,
@@ -65,16 +157,39 @@ pub struct SlotRecord {
     /// The offer version the run in flight was dispatched with.
     #[serde(default)]
     pub run_version: u64,
-    /// What caused the current run: `op:ID` for a recovery; cleared when it
-    /// succeeds or dies.
+    /// What caused the current run: `op:ID` for a recovery.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
 
-impl SlotRecord {
-    /// Whether the slot holds nothing worth storing.
-    pub fn is_default(&self) -> bool {
-        *self == SlotRecord::default()
+impl From<SlotFields> for SlotRecord {
+    fn from(f: SlotFields) -> SlotRecord {
+        let mut slot = SlotRecord {
+            slot: f.slot,
+            state: f.state,
+            lane: f.lane,
+            run_version: f.run_version,
+            queued_at: f.queued_at.map(Stamp::from),
+            extra: None,
+        };
+        slot.set_timer(f.timer);
+        slot.set_source(f.source);
+        slot
+    }
+}
+
+impl From<SlotRecord> for SlotFields {
+    fn from(s: SlotRecord) -> SlotFields {
+        let extra = s.extra.map(|x| *x).unwrap_or_default();
+        SlotFields {
+            slot: s.slot,
+            state: s.state,
+            timer: extra.timer,
+            lane: s.lane,
+            queued_at: stamp::get(s.queued_at),
+            run_version: s.run_version,
+            source: extra.source,
+        }
     }
 }
 

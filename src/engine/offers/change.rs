@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use super::{OfferRt, Offers};
 use crate::action::{Action, Event, OfferState};
 use crate::engine::Error;
-use crate::offer::{self, Body, Change, OfferChange, SharedBody};
+use crate::offer::{self, Body, Change, KeptBody, OfferChange, SharedBody};
 use crate::run::add;
 use crate::stage::expr::Scope;
 use crate::stage::Lane;
@@ -23,7 +23,8 @@ impl Offers {
         now: Timestamp,
     ) -> Result<(), Error> {
         let id = change.offer_id;
-        let old = self.live(&id).map(|rt| &*rt.body);
+        let old = self.live(&id).map(OfferRt::body).transpose()?;
+        let old = old.as_deref();
         let is_new = old.is_none();
         let (body, changed) = match change.change {
             Change::Deleted => return self.delete(&id, now),
@@ -46,7 +47,7 @@ impl Offers {
         }
         let rt = self.map.get_or_insert_with(&id, || OfferRt {
             version: 0,
-            body: SharedBody::default(),
+            body: KeptBody::default(),
             updated_at: now,
             slots: Vec::new(),
             guard: Default::default(),
@@ -60,7 +61,7 @@ impl Offers {
                 super::OfferTimer::Bury(id.clone()),
             );
         }
-        rt.body = body;
+        rt.body = body.into();
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
         self.react(&id, &changed, is_new, None, now)
     }
@@ -90,28 +91,30 @@ impl Offers {
         changed: Vec<String>,
     ) -> Result<OfferState, Error> {
         let rt = self.offer(id)?;
+        // Collected (sorted, then built in bulk), not inserted one by one.
+        let states = rt
+            .slots
+            .iter()
+            .filter_map(|(s, slot)| {
+                let state = slot.state.as_ref()?;
+                let name = &self.stages.get(*s as usize)?.def.name;
+                Some(state.get().map(|state| (name.clone(), state)))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(OfferState {
             offer: id.to_string(),
             version: rt.version,
-            body: rt.body.clone(),
+            body: rt.body()?,
             cause,
             changed_fields: changed,
-            states: rt
-                .slots
-                .iter()
-                .filter_map(|(s, slot)| {
-                    let state = slot.state.as_ref()?;
-                    let name = &self.stages.get(*s as usize)?.def.name;
-                    Some((name.clone(), state.clone()))
-                })
-                .collect(),
+            states,
             deleted: false,
         })
     }
 
     /// The body of the offer if it exists (not deleted).
-    pub(in crate::engine) fn body(&self, id: &str) -> Option<&Body> {
-        self.live(id).map(|rt| &*rt.body)
+    pub(in crate::engine) fn body(&self, id: &str) -> Result<Option<SharedBody>, Error> {
+        self.live(id).map(OfferRt::body).transpose()
     }
 
     /// The offer if it exists (not deleted).
@@ -127,7 +130,7 @@ impl Offers {
             return Ok(());
         };
         // Every field is removed; `changed_fields` is sorted like any other.
-        let removed = offer::changed_fields(Some(&rt.body), &Body::new());
+        let removed = offer::changed_fields(Some(&*rt.body()?), &Body::new());
         let mut last = self.offer_state(id, EXTERNAL.to_string(), removed)?;
         last.version += 1;
         last.body = SharedBody::default();
@@ -140,21 +143,21 @@ impl Offers {
             rt,
             OfferRt {
                 version: last.version,
-                body: SharedBody::default(),
+                body: KeptBody::default(),
                 updated_at: now,
                 // Only the run counters survive, so run ids and passes never repeat.
                 slots: rt
                     .slots
                     .iter()
                     .map(|(s, slot)| {
-                        let seqs = crate::stage::SlotRecord {
+                        let seqs = crate::stage::SlotRecord::from(crate::stage::SlotFields {
                             slot: crate::run::RunSlot::from(crate::run::SlotParts {
                                 run_seq: slot.slot.run_seq,
                                 pass_seq: slot.slot.pass_seq,
                                 ..Default::default()
                             }),
                             ..Default::default()
-                        };
+                        });
                         (*s, seqs)
                     })
                     .collect(),
@@ -169,7 +172,7 @@ impl Offers {
         let rt = old;
         for (s, slot) in &rt.slots {
             let key = id.to_string();
-            if let Some(at) = slot.timer {
+            if let Some(at) = slot.timer() {
                 self.timers
                     .cancel(at, super::OfferTimer::Stage(*s, key.clone()));
             }
@@ -215,7 +218,8 @@ impl Offers {
         // decisions change the shard.
         {
             // Variables are converted for CEL only as expressions read them.
-            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            let body = rt.body()?;
+            let scope = Scope::new(id, rt.version, rt.updated_at, &body, now);
             for (s, st) in self.stage_ids().zip(&self.stages) {
                 let def = &st.def;
                 if Some(s) == except {
@@ -227,7 +231,8 @@ impl Offers {
                 {
                     continue;
                 }
-                let state = rt.state(s);
+                let state = rt.state(s)?;
+                let state = state.as_deref();
                 let when = def.when.eval_bool(&scope, state);
                 let timer = def.timer.as_ref().map(|t| t.eval_time(&scope, state));
                 decisions.push((s, when, timer));

@@ -10,7 +10,7 @@ use crate::action::{Event, Subject};
 use crate::engine::input::Command;
 use crate::engine::{bug, Error};
 use crate::stage::expr::{Expr, Scope};
-use crate::stage::{Lane, Phase, RescanRecord};
+use crate::stage::{KeptState, Lane, Phase, RescanRecord};
 
 /// `cause` of a state replaced by an operator command.
 const COMMAND: &str = "command";
@@ -71,7 +71,7 @@ impl Offers {
         if applied {
             let state = Some(state)
                 .filter(|v| !v.is_null())
-                .map(crate::stage::state);
+                .map(|v| KeptState::new(crate::stage::state(v)));
             let slot = rt.slot_mut(s);
             if slot.state != state {
                 slot.state = state;
@@ -180,8 +180,10 @@ impl Offers {
                 continue;
             };
             rescan.record.checked += 1;
-            let state = rt.state(s);
-            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            let state = rt.state(s)?;
+            let state = state.as_deref();
+            let body = rt.body()?;
+            let scope = Scope::new(id, rt.version, rt.updated_at, &body, now);
             if let Some(filter) = &rescan.filter {
                 match filter.eval_bool(&scope, state) {
                     Ok(true) => {}

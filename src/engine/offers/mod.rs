@@ -31,7 +31,7 @@ use crate::duration::Duration;
 use crate::engine::{bug, Error};
 use crate::keyed_map::KeyedMap;
 use crate::name_index::ByName;
-use crate::offer::SharedBody;
+use crate::offer::{KeptBody, SharedBody};
 use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
 use crate::stage::limit::{self, Bucket};
@@ -85,7 +85,8 @@ struct StageRt {
 #[derive(Debug, Clone, PartialEq)]
 struct OfferRt {
     version: u64,
-    body: SharedBody,
+    /// Text while the offer is idle (see [`OfferRt::settle`]).
+    body: KeptBody,
     updated_at: Timestamp,
     /// Stage index → slot; only stages whose slot is not default.
     slots: Vec<(u16, SlotRecord)>,
@@ -115,8 +116,18 @@ impl OfferRt {
         &mut self.slots[k].1
     }
 
-    fn state(&self, s: u16) -> Option<&serde_json::Value> {
-        self.slot(s).and_then(|x| x.state.as_deref())
+    /// The stage's state on it (read back from its text when idle).
+    fn state(&self, s: u16) -> Result<Option<crate::stage::State>, Error> {
+        Ok(self
+            .slot(s)
+            .and_then(|x| x.state.as_ref())
+            .map(|state| state.get())
+            .transpose()?)
+    }
+
+    /// Its body (read back from its text when idle).
+    fn body(&self) -> Result<SharedBody, Error> {
+        Ok(self.body.get()?)
     }
 
     /// A stage runs on it: no other may start.
@@ -129,6 +140,22 @@ impl OfferRt {
     /// Its queued slots wait outside the ready queues.
     fn blocked(&self) -> bool {
         self.busy() || self.guard.parked_until.is_some()
+    }
+
+    /// Keeps its body and states as text when no stage is queued or runs
+    /// on it: the next step that reads them reads them back.
+    fn settle(&mut self, scratch: &mut Vec<u8>) {
+        if self
+            .slots
+            .iter()
+            .any(|(_, x)| matches!(x.slot.phase, Phase::Queued | Phase::Running))
+        {
+            return;
+        }
+        self.body.pack(scratch);
+        for state in self.slots.iter_mut().filter_map(|(_, x)| x.state.as_mut()) {
+            state.pack(scratch);
+        }
     }
 }
 
@@ -216,6 +243,8 @@ pub(super) struct Offers {
     /// How long a deleted offer's record is kept: the longest stage timeout,
     /// after which no result of a run from before the delete is current.
     grave_time: Duration,
+    /// Where kept texts are written before they are copied to their size.
+    scratch: Vec<u8>,
 }
 
 impl Offers {
@@ -265,6 +294,7 @@ impl Offers {
             out: Vec::new(),
             counters: OfferCounters::default(),
             grave_time,
+            scratch: Vec::new(),
         };
         offers.set_partition(0, 1);
         offers
@@ -365,6 +395,11 @@ impl Offers {
         // Popped, not taken: iterating a taken empty set costs more, and
         // most steps leave these empty.
         while let Some(id) = self.dirty.pop_first() {
+            // Settled first: the record of an offer that settles copies
+            // the texts just written instead of writing them again.
+            if let Some(rt) = self.map.get_mut(&id) {
+                rt.settle(&mut self.scratch);
+            }
             let record = self.offer_record(&id);
             out.push(Action::Changelog(record));
         }
@@ -454,14 +489,14 @@ impl Offers {
             Phase::Idle => {
                 slot.slot.phase = Phase::Queued;
                 slot.lane = lane;
-                slot.queued_at = Some(now);
+                slot.set_queued_at(Some(now));
                 if !blocked {
                     queue.push(lane, now, id);
                     self.pending.insert(s);
                 }
             }
             Phase::Queued if slot.lane == Lane::Rescan && lane == Lane::Live => {
-                let at = slot.queued_at.unwrap_or(now);
+                let at = slot.queued_at().unwrap_or(now);
                 slot.lane = Lane::Live;
                 if !blocked {
                     queue.remove(Lane::Rescan, at, id);
@@ -480,7 +515,7 @@ impl Offers {
         let Some(rt) = self.map.get(id) else { return };
         for (s, slot) in &rt.slots {
             if slot.slot.phase == Phase::Queued {
-                let at = slot.queued_at.unwrap_or(Timestamp::MIN);
+                let at = slot.queued_at().unwrap_or(Timestamp::MIN);
                 if let Some(st) = self.stages.get_mut(*s as usize) {
                     st.queue.remove(slot.lane, at, id);
                 }
@@ -497,7 +532,7 @@ impl Offers {
         }
         for (s, slot) in &rt.slots {
             if slot.slot.phase == Phase::Queued {
-                let at = slot.queued_at.unwrap_or(Timestamp::MIN);
+                let at = slot.queued_at().unwrap_or(Timestamp::MIN);
                 if let Some(st) = self.stages.get_mut(*s as usize) {
                     st.queue.push(slot.lane, at, id);
                     self.pending.insert(*s);
@@ -516,12 +551,12 @@ impl Offers {
             return;
         };
         let slot = rt.slot_mut(s);
-        if slot.timer == at {
+        if slot.timer() == at {
             return;
         }
         self.timers
-            .replace(slot.timer, at, OfferTimer::Stage(s, id.to_string()));
-        slot.timer = at;
+            .replace(slot.timer(), at, OfferTimer::Stage(s, id.to_string()));
+        slot.set_timer(at);
         self.dirty.insert(id.to_string());
     }
 
@@ -536,7 +571,7 @@ impl Offers {
                         // served when the run ends (see `runs.rs`).
                         return Ok(());
                     }
-                    slot.timer = None;
+                    slot.set_timer(None);
                     self.dirty.insert(id.clone());
                     self.enqueue(&id, s, Lane::Live, now)?;
                 }

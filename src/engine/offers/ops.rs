@@ -24,7 +24,7 @@ fn waiting(phase: Phase) -> bool {
 fn since(slot: &SlotRecord) -> Option<Timestamp> {
     match slot.slot.phase {
         Phase::Running => slot.slot.run().map(|r| r.dispatched_at),
-        Phase::Queued => slot.queued_at,
+        Phase::Queued => slot.queued_at(),
         _ => slot.slot.failed_at(),
     }
 }
@@ -131,7 +131,7 @@ impl Offers {
             slot.slot.failures = 0;
         }
         slot.slot.phase = Phase::Idle;
-        slot.source = Some(source.to_string());
+        slot.set_source(Some(source.to_string()));
         self.dirty.insert(offer.to_string());
         self.emit(Event::Recovered {
             subject: Subject::stage(stage, offer),

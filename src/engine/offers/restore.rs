@@ -1,20 +1,17 @@
 //! Rebuilding the offer half of a shard from its changelog records: the
 //! records are the state; queues, running counts and timers are derived.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 
 use super::{OfferRt, OfferTimer, Offers, Rescan, SlotAlarms};
 use crate::changelog::{ChangelogRecord, Store};
-use crate::offer;
 use crate::stage::expr::Expr;
-use crate::stage::{self, OfferRecord, Phase, RescanRecord};
+use crate::stage::{OfferRecord, Phase, RescanRecord};
 
 impl Offers {
     /// Loads one offer record (`None`: a tombstone). Slots of stages no
-    /// longer configured are dropped. Its body and states are kept sized to
-    /// what they hold (decoding grew them entry by entry).
+    /// longer configured are dropped. An offer no stage works on keeps its
+    /// body and states as text, as it did before the restore.
     pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<OfferRecord>) {
         let Some(record) = record else {
             self.map.remove(&id);
@@ -23,23 +20,21 @@ impl Offers {
         let slots = record
             .stages
             .into_iter()
-            .filter_map(|(name, mut slot)| {
+            .filter_map(|(name, slot)| {
                 let s = *self.by_name.get(&name)?;
-                slot.state = slot.state.map(|v| stage::state(Arc::unwrap_or_clone(v)));
                 Some((s, slot))
             })
             .collect();
-        self.map.insert(
-            &id,
-            OfferRt {
-                version: record.version,
-                body: offer::share(Arc::unwrap_or_clone(record.body)),
-                updated_at: record.updated_at,
-                slots,
-                guard: record.guard,
-                deleted: record.deleted,
-            },
-        );
+        let mut rt = OfferRt {
+            version: record.version,
+            body: record.body,
+            updated_at: record.updated_at,
+            slots,
+            guard: record.guard,
+            deleted: record.deleted,
+        };
+        rt.settle(&mut self.scratch);
+        self.map.insert(&id, rt);
     }
 
     /// Loads one rescan record (`None`: a tombstone).
@@ -83,7 +78,7 @@ impl Offers {
                 match slot.slot.phase {
                     Phase::Queued if !blocked => {
                         st.queue
-                            .push(slot.lane, slot.queued_at.unwrap_or(Timestamp::MIN), id)
+                            .push(slot.lane, slot.queued_at().unwrap_or(Timestamp::MIN), id)
                     }
                     Phase::Running => st.running += 1,
                     _ => {}
@@ -93,7 +88,7 @@ impl Offers {
                     stage: *s,
                     offer: id,
                 });
-                if let Some(at) = slot.timer {
+                if let Some(at) = slot.timer() {
                     self.timers.arm(at, OfferTimer::Stage(*s, id.to_string()));
                 }
             }

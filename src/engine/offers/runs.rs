@@ -11,7 +11,7 @@ use crate::engine::input::{RunResult, TimerChange, Update};
 use crate::engine::{bug, Error};
 use crate::offer::{self, SharedBody};
 use crate::run::{self, add, Rejection, Status};
-use crate::stage::{Lane, Phase};
+use crate::stage::{KeptState, Lane, Phase};
 
 /// Splits `STAGE/OFFER#SEQ`.
 pub fn parse_stage_run_id(run_id: &str) -> Option<(&str, &str)> {
@@ -95,7 +95,7 @@ impl Offers {
         }
         let slot = self.offer_mut(id)?.slot_mut(s);
         slot.lane = Lane::Live;
-        slot.queued_at = None;
+        slot.set_queued_at(None);
         self.stage_mut(s)?.running += 1;
         // The offer is busy once the run is out: its other queued stages wait.
         self.issue(s, id, true, false, now)?;
@@ -117,15 +117,15 @@ impl Offers {
         let def = &self.stage(s)?.def;
         let (stage, topic, timeout) = (def.name.clone(), def.topic.clone(), def.run.timeout);
         let rt = self.offer(id)?;
-        let (version, body) = (rt.version, rt.body.clone());
+        let (version, body) = (rt.version, rt.body()?);
         let target = target(&stage, id);
         let (slot, mut alarms) = self.slot_mut(s, id)?;
-        if let Some(due) = slot.timer.filter(|at| *at <= now) {
+        if let Some(due) = slot.timer().filter(|at| *at <= now) {
             // A pass sent at or after the stage's wake-up covers it.
             alarms
                 .timers
                 .cancel(due, OfferTimer::Stage(s, id.to_string()));
-            slot.timer = None;
+            slot.set_timer(None);
         }
         let run = if fresh {
             slot.slot.start(&target, timeout, now, &mut alarms)
@@ -134,11 +134,11 @@ impl Offers {
         }
         .clone();
         slot.run_version = version;
-        let state = slot.state.clone();
+        let state = slot.state.as_ref().map(KeptState::get).transpose()?;
         let source = if auto {
             Some(crate::ops::AUTO.to_string())
         } else {
-            slot.source.clone()
+            slot.source().map(str::to_string)
         };
         self.dirty.insert(id.to_string());
         self.out.push(Action::StageRun(StageRunCommand {
@@ -214,30 +214,34 @@ impl Offers {
         if computed_from != rt.version {
             return self.rerun_stale(s, id, computed_from, now);
         }
+        // `None`: the body stays as it is kept.
         let (body, changed) = match result.stage.update {
-            None => (rt.body.clone(), Vec::new()),
+            None => (None, Vec::new()),
             Some(Update::Patch(patch)) => {
-                let body = offer::patched(&rt.body, &patch);
-                let changed = offer::patch_changed(&rt.body, &body, &patch);
-                (SharedBody::new(body), changed)
+                let old = rt.body()?;
+                let body = offer::patched(&old, &patch);
+                let changed = offer::patch_changed(&old, &body, &patch);
+                (Some(SharedBody::new(body)), changed)
             }
             Some(Update::Body(body)) => {
-                let changed = offer::changed_fields(Some(&rt.body), &body);
-                (offer::share(body), changed)
+                let changed = offer::changed_fields(Some(&*rt.body()?), &body);
+                (Some(offer::share(body)), changed)
             }
         };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
-            Some(state) => Some(crate::stage::state(state)),
+            Some(state) => Some(KeptState::new(crate::stage::state(state))),
         };
         let state_changed = state != slot.state;
         self.end_run(s, id)?;
         let rt = self.offer_mut(id)?;
-        rt.body = body;
+        if let Some(body) = body {
+            rt.body = body.into();
+        }
         let slot = rt.slot_mut(s);
         slot.slot.succeeded();
-        slot.source = None;
+        slot.set_source(None);
         slot.run_version = 0;
         slot.state = state;
         match result.stage.timer {
@@ -293,7 +297,7 @@ impl Offers {
             let slot = self.offer_mut(id)?.slot_mut(s);
             slot.slot.phase = Phase::Queued;
             slot.lane = Lane::Live;
-            slot.queued_at = Some(now);
+            slot.set_queued_at(Some(now));
             Ok(())
         }
     }
@@ -303,12 +307,12 @@ impl Offers {
         let Some(slot) = self.map.get_mut(id).map(|rt| rt.slot_mut(s)) else {
             return false;
         };
-        let Some(due) = slot.timer.filter(|at| *at <= now) else {
+        let Some(due) = slot.timer().filter(|at| *at <= now) else {
             return false;
         };
         self.timers
             .cancel(due, OfferTimer::Stage(s, id.to_string()));
-        slot.timer = None;
+        slot.set_timer(None);
         self.dirty.insert(id.to_string());
         true
     }
@@ -336,7 +340,7 @@ impl Offers {
             .failed(error.clone(), &def.run.retry, now, &mut alarms);
         if failure == crate::run::Failure::Dead {
             // A recovery's run ends here too: what follows is the operator's.
-            slot.source = None;
+            slot.set_source(None);
         }
         let event = failure.event(
             Subject::stage(&def.name, id),

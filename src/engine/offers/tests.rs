@@ -583,3 +583,78 @@ fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
         .unwrap();
     assert_eq!(states(&a)[0].0, 1);
 }
+
+#[test]
+fn an_idle_offer_keeps_its_body_and_states_as_text_and_reads_them_back() {
+    let c = config(vec![stage(
+        "price",
+        &["price"],
+        "state == null || offer.price != state.seen",
+        None,
+    )]);
+    let mut e = Engine::new(&c);
+    let mut log = Vec::new();
+    let keep = |actions: Vec<Action>, log: &mut Vec<_>| {
+        for a in actions {
+            if let Action::Changelog(r) = a {
+                log.push(r);
+            }
+        }
+    };
+    let packed = |e: &Engine| {
+        let rt = e.offers.map.get("o1").unwrap();
+        let states: Vec<bool> = rt
+            .slots
+            .iter()
+            .filter_map(|(_, x)| x.state.as_ref().map(|s| s.is_packed()))
+            .collect();
+        (rt.body.is_packed(), states)
+    };
+    let t = ts("2024-01-01T00:00:00Z");
+    keep(e.start(t).unwrap(), &mut log);
+    keep(
+        e.apply(body("o1", json!({"price": 100, "ratio": 0.1})), t)
+            .unwrap(),
+        &mut log,
+    );
+    // A stage runs on it: kept live.
+    assert_eq!(packed(&e), (false, vec![]));
+    let reply = StageReply {
+        update: Some(Update::Patch(
+            json!({"p": 1.5}).as_object().unwrap().clone(),
+        )),
+        state: Some(json!({"seen": 100})),
+        ..Default::default()
+    };
+    keep(
+        e.apply(success("price/o1#1", 1, reply), t).unwrap(),
+        &mut log,
+    );
+    // Nothing works on it: text only.
+    assert_eq!(packed(&e), (true, vec![true]));
+    let restored = Engine::restore(&c, |_| true, log.clone()).unwrap();
+    assert_eq!(restored.snapshot(), e.snapshot());
+    assert_eq!(packed(&restored), (true, vec![true]));
+    // A change reads both back: the predicate reads the state, the run
+    // carries the whole body and the state.
+    let a = e.apply(patch("o1", json!({"price": 120})), t).unwrap();
+    assert_eq!(states(&a), [(3, "external".into(), vec!["price".into()])]);
+    let run = a
+        .iter()
+        .find_map(|x| match x {
+            Action::StageRun(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the stage runs again: the price moved off what it saw");
+    assert_eq!(
+        serde_json::Value::Object((*run.body).clone()),
+        json!({"price": 120, "ratio": 0.1, "p": 1.5})
+    );
+    assert_eq!(run.state.as_deref(), Some(&json!({"seen": 100})));
+    assert_eq!(packed(&e), (false, vec![true]));
+    // The same change on the restored shard does the same.
+    let b = restored
+        .clone()
+        .apply(patch("o1", json!({"price": 120})), t);
+    assert_eq!(b.unwrap(), a);
+}

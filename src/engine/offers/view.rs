@@ -91,8 +91,9 @@ impl Offers {
                 let run = slot.slot.current();
                 let view = SlotView {
                     phase: slot.slot.phase,
-                    state: slot.state.clone(),
-                    timer: slot.timer,
+                    // Text the shard wrote reads back (see `crate::packed`).
+                    state: slot.state.as_ref().and_then(|x| x.get().ok()),
+                    timer: slot.timer(),
                     lane: (slot.slot.phase == Phase::Queued).then_some(slot.lane),
                     run_id: run.map(|r| r.run_id.clone()),
                     run_version: run.map(|_| slot.run_version),
@@ -108,7 +109,7 @@ impl Offers {
         Some(OfferView {
             id: id.to_string(),
             version: rt.version,
-            body: rt.body.clone(),
+            body: rt.body().ok()?,
             updated_at: rt.updated_at,
             parked_until: rt.guard.parked_until,
             stages,
@@ -165,8 +166,9 @@ impl crate::engine::processes::schedule::OfferSource for Offers {
             if rt.deleted {
                 continue;
             }
-            let scope =
-                crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
+            // Text the shard wrote reads back (see `crate::packed`).
+            let Ok(body) = rt.body() else { continue };
+            let scope = crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &body, now);
             f(id, &scope);
         }
         (last, seen < n)
