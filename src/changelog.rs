@@ -76,6 +76,11 @@ pub enum Value {
     TaskEncoded(Vec<u8>),
     /// An offer and its stage slots.
     Offer(Box<OfferRecord>),
+    /// An offer nothing works on, as its shard writes it: the record's
+    /// protobuf bytes, which the shard then keeps as the offer until a step
+    /// touches it. Shown and restored as the record it decodes to.
+    #[serde(serialize_with = "offer_encoded")]
+    OfferEncoded(Vec<u8>),
     /// A rescan in progress.
     Rescan(RescanRecord),
     /// A process key (shared with the shard's map until the record is
@@ -98,6 +103,14 @@ pub struct ChangelogRecord {
     pub key: String,
     /// New value; `None` deletes the key.
     pub value: Option<Value>,
+}
+
+/// Serializes an encoded offer record as the record it holds.
+fn offer_encoded<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    match crate::codec::decode_offer_record(bytes) {
+        Ok(record) => record.serialize(s),
+        Err(e) => Err(serde::ser::Error::custom(e)),
+    }
 }
 
 /// Serializes an encoded task record as the record it holds.

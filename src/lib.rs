@@ -45,7 +45,6 @@
 //! - [`changelog`]: changelog record types: the state a shard persists and restores from.
 //! - [`keyed_map`]: records by string key found by hash and walked in key order (offers, process keys).
 //! - [`name_index`]: positions in a list found by the names its items hold (tasks by id, without a copy of each id).
-//! - [`packed`]: an offer's body and stage states kept as compact JSON text while nothing works on the offer.
 //! - [`name_map`]: a small map by name kept as a sorted list (parameter values, stage slots in records and commands).
 //! - [`proto`]: types generated from `schemas/reactor.proto` (prost + proto3 JSON serde).
 //! - [`codec`]: the wire format: decoding inputs and encoding outputs, protobuf or JSON.
@@ -188,17 +187,6 @@ pub mod offer;
     )
 )]
 pub mod ops;
-#[cfg_attr(
-    not(test),
-    deny(
-        clippy::expect_used,
-        clippy::unwrap_used,
-        clippy::indexing_slicing,
-        clippy::panic,
-        clippy::unreachable
-    )
-)]
-pub mod packed;
 #[cfg_attr(
     not(test),
     deny(

@@ -14,10 +14,6 @@ pub type Body = Map<String, Value>;
 /// change makes a new one, so nothing copies a body to send or store it.
 pub type SharedBody = std::sync::Arc<Body>;
 
-/// A body as a shard keeps it: shared while the offer is worked on, as
-/// text while it is idle (see [`crate::packed`]).
-pub type KeptBody = crate::packed::Packed<Body>;
-
 /// `body` shared ([`SharedBody`]) with its maps sized to what they hold: a
 /// map built or patched entry by entry keeps up to twice the room it needs
 /// (its entries and its hash index grow by doubling), and a shard keeps a

@@ -187,7 +187,7 @@ fn an_offer_change_runs_the_stage_and_its_result_commits_a_new_version() {
         .reader(&t.changelog)
         .read_until(WAIT, |r| offer_record(r).is_some());
     let record = offer_record(&changelog).expect("offer record at version 2");
-    assert_eq!(*record.body.get().unwrap(), *second.body);
+    assert_eq!(record.body, second.body);
     assert_eq!(
         record.stages.get("price").unwrap().state,
         Some(serde_json::json!({"model": 3}).into())

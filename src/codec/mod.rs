@@ -42,8 +42,8 @@ mod wire;
 mod tests;
 
 pub use changelog::{
-    changelog_key, decode_changelog, decode_task_record, encode_changelog, encode_task_fields,
-    encode_value_into, put_changelog_key, TaskFields, TaskValues,
+    changelog_key, decode_changelog, decode_offer_record, decode_task_record, encode_changelog,
+    encode_task_fields, encode_value_into, put_changelog_key, TaskFields, TaskValues,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{

@@ -56,13 +56,6 @@ impl Error {
     }
 }
 
-/// Kept text that does not read back is a broken invariant: the shard wrote it.
-impl From<crate::packed::Error> for Error {
-    fn from(e: crate::packed::Error) -> Error {
-        bug(e)
-    }
-}
-
 /// A broken invariant named by `what`.
 pub(crate) fn bug(what: impl std::fmt::Display) -> Error {
     Error::Invariant(what.to_string())
@@ -152,6 +145,15 @@ impl Engine {
                     // Taken whole: the offer keeps its body and states.
                     let value = match record.value {
                         Some(Value::Offer(o)) => Some(*o),
+                        Some(Value::OfferEncoded(ref bytes)) => {
+                            Some(crate::codec::decode_offer_record(bytes).map_err(|e| {
+                                Error::BadRecord {
+                                    store: Store::Offer.as_str(),
+                                    key: record.key.clone(),
+                                    message: e.to_string(),
+                                }
+                            })?)
+                        }
                         None => None,
                         Some(other) => {
                             return Err(bad_value(&ChangelogRecord {

@@ -14,9 +14,7 @@ mod vars;
 
 use serde::{Deserialize, Serialize};
 
-pub use record::{
-    state, Guard, KeptState, OfferRecord, RescanRecord, SlotFields, SlotRecord, Slots, State,
-};
+pub use record::{state, Guard, OfferRecord, RescanRecord, SlotFields, SlotRecord, Slots, State};
 
 /// Where a stage is with one offer: the shared run phase (stages never
 /// use `paused`). The names are metric labels and log fields.

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::Lane;
-use crate::offer::KeptBody;
+use crate::offer::SharedBody;
 use crate::run::RunSlot;
 use crate::stamp::{self, Stamp};
 
@@ -15,7 +15,7 @@ pub struct OfferRecord {
     /// Bumped by every committed change (body or any stage state).
     pub version: u64,
     /// The current body.
-    pub body: KeptBody,
+    pub body: SharedBody,
     /// When the current version was committed.
     pub updated_at: Timestamp,
     /// Stage name → its slot; stages with a default slot are left out.
@@ -45,10 +45,6 @@ pub fn state(value: serde_json::Value) -> State {
     State::new(crate::offer::compact(value))
 }
 
-/// A stage state as a slot keeps it: shared while the offer is worked on,
-/// as text while it is idle (see [`crate::packed`]).
-pub type KeptState = crate::packed::Packed<serde_json::Value>;
-
 /// A stage's slot on one offer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "SlotFields", into = "SlotFields")]
@@ -56,7 +52,7 @@ pub struct SlotRecord {
     /// The run lifecycle: phase, counters, run in flight, wake, last error.
     pub slot: RunSlot,
     /// The stage's own state for the offer.
-    pub state: Option<KeptState>,
+    pub state: Option<State>,
     /// The lane while queued.
     pub lane: Lane,
     /// The offer version the run in flight was dispatched with.
@@ -144,7 +140,7 @@ pub struct SlotFields {
     pub slot: RunSlot,
     /// The stage's own state for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<KeptState>,
+    pub state: Option<State>,
     /// When the stage wakes for the offer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<Timestamp>,

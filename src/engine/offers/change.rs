@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use super::{OfferRt, Offers};
 use crate::action::{Action, Event, OfferState};
 use crate::engine::Error;
-use crate::offer::{self, Body, Change, KeptBody, OfferChange, SharedBody};
+use crate::offer::{self, Body, Change, OfferChange, SharedBody};
 use crate::run::add;
 use crate::stage::expr::Scope;
 use crate::stage::Lane;
@@ -23,8 +23,8 @@ impl Offers {
         now: Timestamp,
     ) -> Result<(), Error> {
         let id = change.offer_id;
-        let old = self.live(&id).map(OfferRt::body).transpose()?;
-        let old = old.as_deref();
+        self.thaw(&id)?;
+        let old = self.live(&id).map(|rt| &*rt.body);
         let is_new = old.is_none();
         let (body, changed) = match change.change {
             Change::Deleted => return self.delete(&id, now),
@@ -47,12 +47,12 @@ impl Offers {
         }
         let rt = self.map.get_or_insert_with(&id, || OfferRt {
             version: 0,
-            body: KeptBody::default(),
+            body: SharedBody::default(),
             updated_at: now,
             slots: Vec::new(),
             guard: Default::default(),
             deleted: false,
-        });
+        })?;
         if rt.deleted {
             // Re-created: the version and run counters go on from the grave.
             rt.deleted = false;
@@ -61,7 +61,7 @@ impl Offers {
                 super::OfferTimer::Bury(id.clone()),
             );
         }
-        rt.body = body.into();
+        rt.body = body;
         self.commit(&id, EXTERNAL.to_string(), changed.clone(), now)?;
         self.react(&id, &changed, is_new, None, now)
     }
@@ -91,30 +91,31 @@ impl Offers {
         changed: Vec<String>,
     ) -> Result<OfferState, Error> {
         let rt = self.offer(id)?;
-        // Collected (sorted, then built in bulk), not inserted one by one.
-        let states = rt
-            .slots
-            .iter()
-            .filter_map(|(s, slot)| {
-                let state = slot.state.as_ref()?;
-                let name = &self.stages.get(*s as usize)?.def.name;
-                Some(state.get().map(|state| (name.clone(), state)))
-            })
-            .collect::<Result<_, _>>()?;
         Ok(OfferState {
             offer: id.to_string(),
             version: rt.version,
-            body: rt.body()?,
+            body: rt.body.clone(),
             cause,
             changed_fields: changed,
-            states,
+            states: rt
+                .slots
+                .iter()
+                .filter_map(|(s, slot)| {
+                    let state = slot.state.as_ref()?;
+                    let name = &self.stages.get(*s as usize)?.def.name;
+                    Some((name.clone(), state.clone()))
+                })
+                .collect(),
             deleted: false,
         })
     }
 
-    /// The body of the offer if it exists (not deleted).
+    /// The body of the offer if it exists (not deleted), however it is kept.
     pub(in crate::engine) fn body(&self, id: &str) -> Result<Option<SharedBody>, Error> {
-        self.live(id).map(OfferRt::body).transpose()
+        let Some(kept) = self.map.kept(id).filter(|k| !k.deleted()) else {
+            return Ok(None);
+        };
+        Ok(Some(self.full(id, kept)?.body.clone()))
     }
 
     /// The offer if it exists (not deleted).
@@ -130,7 +131,7 @@ impl Offers {
             return Ok(());
         };
         // Every field is removed; `changed_fields` is sorted like any other.
-        let removed = offer::changed_fields(Some(&*rt.body()?), &Body::new());
+        let removed = offer::changed_fields(Some(&rt.body), &Body::new());
         let mut last = self.offer_state(id, EXTERNAL.to_string(), removed)?;
         last.version += 1;
         last.body = SharedBody::default();
@@ -143,7 +144,7 @@ impl Offers {
             rt,
             OfferRt {
                 version: last.version,
-                body: KeptBody::default(),
+                body: SharedBody::default(),
                 updated_at: now,
                 // Only the run counters survive, so run ids and passes never repeat.
                 slots: rt
@@ -218,8 +219,7 @@ impl Offers {
         // decisions change the shard.
         {
             // Variables are converted for CEL only as expressions read them.
-            let body = rt.body()?;
-            let scope = Scope::new(id, rt.version, rt.updated_at, &body, now);
+            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
             for (s, st) in self.stage_ids().zip(&self.stages) {
                 let def = &st.def;
                 if Some(s) == except {
@@ -231,8 +231,7 @@ impl Offers {
                 {
                     continue;
                 }
-                let state = rt.state(s)?;
-                let state = state.as_deref();
+                let state = rt.state(s);
                 let when = def.when.eval_bool(&scope, state);
                 let timer = def.timer.as_ref().map(|t| t.eval_time(&scope, state));
                 decisions.push((s, when, timer));

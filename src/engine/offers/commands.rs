@@ -10,7 +10,7 @@ use crate::action::{Event, Subject};
 use crate::engine::input::Command;
 use crate::engine::{bug, Error};
 use crate::stage::expr::{Expr, Scope};
-use crate::stage::{KeptState, Lane, Phase, RescanRecord};
+use crate::stage::{Lane, Phase, RescanRecord};
 
 /// `cause` of a state replaced by an operator command.
 const COMMAND: &str = "command";
@@ -21,6 +21,12 @@ impl Offers {
         command: Command,
         now: Timestamp,
     ) -> Result<(), Error> {
+        match &command {
+            Command::SetStageState { offer, .. } | Command::UnparkOffer { offer } => {
+                self.thaw(offer)?;
+            }
+            _ => {}
+        }
         match command {
             Command::SetStageState {
                 offer,
@@ -71,7 +77,7 @@ impl Offers {
         if applied {
             let state = Some(state)
                 .filter(|v| !v.is_null())
-                .map(|v| KeptState::new(crate::stage::state(v)));
+                .map(crate::stage::state);
             let slot = rt.slot_mut(s);
             if slot.state != state {
                 slot.state = state;
@@ -176,14 +182,13 @@ impl Offers {
         let def = &self.stage(s)?.def;
         let mut wanted = Vec::new();
         for id in &ids {
-            let Some(rt) = self.map.get(id).filter(|rt| !rt.deleted) else {
+            let Some(kept) = self.map.kept(id).filter(|k| !k.deleted()) else {
                 continue;
             };
+            let rt = self.full(id, kept)?;
             rescan.record.checked += 1;
-            let state = rt.state(s)?;
-            let state = state.as_deref();
-            let body = rt.body()?;
-            let scope = Scope::new(id, rt.version, rt.updated_at, &body, now);
+            let state = rt.state(s);
+            let scope = Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
             if let Some(filter) = &rescan.filter {
                 match filter.eval_bool(&scope, state) {
                     Ok(true) => {}
@@ -206,6 +211,7 @@ impl Offers {
         self.counters.evaluated += ids.len() as u64;
         self.counters.predicate_errors += rescan.record.errors - errors_before;
         for id in &wanted {
+            self.thaw(id)?;
             if self.enqueue(id, s, Lane::Rescan, now)? {
                 rescan.record.queued += 1;
             }

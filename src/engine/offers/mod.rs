@@ -11,10 +11,13 @@
 //!   slots of unblocked offers, so a dispatch never has to skip entries;
 //! - every change of an offer is written to the changelog as the whole
 //!   offer record at the end of the step, and everything else (queues,
-//!   running counts, timers) is derived from the records on restore.
+//!   running counts, timers) is derived from the records on restore;
+//! - an offer no stage is queued on or runs on is kept as that record
+//!   ([`kept`]), and every step reads back the offers it changes first.
 
 mod change;
 mod commands;
+mod kept;
 mod ops;
 mod restore;
 mod runs;
@@ -29,15 +32,15 @@ use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, PingPong, RunPolicy};
 use crate::duration::Duration;
 use crate::engine::{bug, Error};
-use crate::keyed_map::KeyedMap;
 use crate::name_index::ByName;
-use crate::offer::{KeptBody, SharedBody};
+use crate::offer::SharedBody;
 use crate::run::{Alarms, Due};
 use crate::stage::expr::Expr;
 use crate::stage::limit::{self, Bucket};
 use crate::stage::queue::StageQueue;
 use crate::stage::{Guard, Lane, OfferRecord, Phase, RescanRecord, SlotRecord};
 use crate::timers::Timers;
+use kept::{Kept, OfferMap};
 
 #[cfg(test)]
 mod prop;
@@ -85,8 +88,7 @@ struct StageRt {
 #[derive(Debug, Clone, PartialEq)]
 struct OfferRt {
     version: u64,
-    /// Text while the offer is idle (see [`OfferRt::settle`]).
-    body: KeptBody,
+    body: SharedBody,
     updated_at: Timestamp,
     /// Stage index → slot; only stages whose slot is not default.
     slots: Vec<(u16, SlotRecord)>,
@@ -116,18 +118,8 @@ impl OfferRt {
         &mut self.slots[k].1
     }
 
-    /// The stage's state on it (read back from its text when idle).
-    fn state(&self, s: u16) -> Result<Option<crate::stage::State>, Error> {
-        Ok(self
-            .slot(s)
-            .and_then(|x| x.state.as_ref())
-            .map(|state| state.get())
-            .transpose()?)
-    }
-
-    /// Its body (read back from its text when idle).
-    fn body(&self) -> Result<SharedBody, Error> {
-        Ok(self.body.get()?)
+    fn state(&self, s: u16) -> Option<&serde_json::Value> {
+        self.slot(s).and_then(|x| x.state.as_deref())
     }
 
     /// A stage runs on it: no other may start.
@@ -140,22 +132,6 @@ impl OfferRt {
     /// Its queued slots wait outside the ready queues.
     fn blocked(&self) -> bool {
         self.busy() || self.guard.parked_until.is_some()
-    }
-
-    /// Keeps its body and states as text when no stage is queued or runs
-    /// on it: the next step that reads them reads them back.
-    fn settle(&mut self, scratch: &mut Vec<u8>) {
-        if self
-            .slots
-            .iter()
-            .any(|(_, x)| matches!(x.slot.phase, Phase::Queued | Phase::Running))
-        {
-            return;
-        }
-        self.body.pack(scratch);
-        for state in self.slots.iter_mut().filter_map(|(_, x)| x.state.as_mut()) {
-            state.pack(scratch);
-        }
     }
 }
 
@@ -228,7 +204,7 @@ pub(super) struct Offers {
     stages: Vec<StageRt>,
     by_name: ByName<u16>,
     ping_pong: PingPong,
-    map: KeyedMap<OfferRt>,
+    map: OfferMap,
     timers: Timers<OfferTimer>,
     /// Offers changed in this step (written or tombstoned at its end).
     dirty: BTreeSet<String>,
@@ -243,8 +219,9 @@ pub(super) struct Offers {
     /// How long a deleted offer's record is kept: the longest stage timeout,
     /// after which no result of a run from before the delete is current.
     grave_time: Duration,
-    /// Where kept texts are written before they are copied to their size.
-    scratch: Vec<u8>,
+    /// Offers read back from their records in this step, with those
+    /// records (see [`Offers::refreeze`]).
+    thawed: Vec<(String, Box<[u8]>)>,
 }
 
 impl Offers {
@@ -285,7 +262,7 @@ impl Offers {
             stages,
             by_name,
             ping_pong: config.offers.ping_pong,
-            map: KeyedMap::default(),
+            map: OfferMap::default(),
             timers: Timers::default(),
             dirty: BTreeSet::new(),
             dirty_rescans: BTreeSet::new(),
@@ -294,7 +271,7 @@ impl Offers {
             out: Vec::new(),
             counters: OfferCounters::default(),
             grave_time,
-            scratch: Vec::new(),
+            thawed: Vec::new(),
         };
         offers.set_partition(0, 1);
         offers
@@ -319,7 +296,7 @@ impl Offers {
 
     /// Number of offers in the shard (not counting deleted ones).
     pub(super) fn len(&self) -> usize {
-        self.map.values().filter(|rt| !rt.deleted).count()
+        self.map.values().filter(|k| !k.deleted()).count()
     }
 
     pub(super) fn counters(&self) -> OfferCounters {
@@ -392,15 +369,11 @@ impl Offers {
             self.pump(s, now)?;
         }
         out.append(&mut self.out);
+        self.refreeze();
         // Popped, not taken: iterating a taken empty set costs more, and
         // most steps leave these empty.
         while let Some(id) = self.dirty.pop_first() {
-            // Settled first: the record of an offer that settles copies
-            // the texts just written instead of writing them again.
-            if let Some(rt) = self.map.get_mut(&id) {
-                rt.settle(&mut self.scratch);
-            }
-            let record = self.offer_record(&id);
+            let record = self.write_record(&id);
             out.push(Action::Changelog(record));
         }
         while let Some(s) = self.dirty_rescans.pop_first() {
@@ -414,6 +387,7 @@ impl Offers {
     /// (The caller rebuilds the shard from its changelog.)
     pub(super) fn abandon(&mut self) {
         self.out.clear();
+        self.thawed.clear();
         self.dirty.clear();
         self.dirty_rescans.clear();
         self.pending.clear();
@@ -421,10 +395,20 @@ impl Offers {
 
     /// The records a restore must reproduce, in key order.
     pub(super) fn snapshot(&self) -> Vec<ChangelogRecord> {
+        // Every offer as its record in full, however it is kept (a kept
+        // record that does not read back is left out: the restore of
+        // that record fails the same way).
         let mut records: Vec<ChangelogRecord> = self
             .map
             .iter()
-            .map(|(id, _)| self.offer_record(id))
+            .filter_map(|(id, kept)| {
+                let rt = self.full(id, kept).ok()?;
+                Some(ChangelogRecord {
+                    store: Store::Offer,
+                    key: id.to_string(),
+                    value: Some(self.record_of(&rt)),
+                })
+            })
             .collect();
         records.extend(
             self.stage_ids()
@@ -434,28 +418,35 @@ impl Offers {
         records
     }
 
+    /// The changelog record of offer `id` as it is kept (`None`: gone).
     fn offer_record(&self, id: &str) -> ChangelogRecord {
-        let value = self.map.get(id).map(|rt| {
-            let mut stages = Vec::with_capacity(rt.slots.len());
-            for (s, slot) in &rt.slots {
-                if let Some(st) = self.stages.get(*s as usize).filter(|_| !slot.is_default()) {
-                    stages.push((st.def.name.clone(), slot.clone()));
-                }
-            }
-            Value::Offer(Box::new(OfferRecord {
-                version: rt.version,
-                body: rt.body.clone(),
-                updated_at: rt.updated_at,
-                stages: stages.into(),
-                guard: rt.guard.clone(),
-                deleted: rt.deleted,
-            }))
+        let value = self.map.kept(id).map(|kept| match kept {
+            Kept::Hot(rt) => self.record_of(rt),
+            Kept::Cold(bytes) => Value::OfferEncoded(bytes.to_vec()),
         });
         ChangelogRecord {
             store: Store::Offer,
             key: id.to_string(),
             value,
         }
+    }
+
+    /// The record of an offer in full.
+    fn record_of(&self, rt: &OfferRt) -> Value {
+        let mut stages = Vec::with_capacity(rt.slots.len());
+        for (s, slot) in &rt.slots {
+            if let Some(st) = self.stages.get(*s as usize).filter(|_| !slot.is_default()) {
+                stages.push((st.def.name.clone(), slot.clone()));
+            }
+        }
+        Value::Offer(Box::new(OfferRecord {
+            version: rt.version,
+            body: rt.body.clone(),
+            updated_at: rt.updated_at,
+            stages: stages.into(),
+            guard: rt.guard.clone(),
+            deleted: rt.deleted,
+        }))
     }
 
     fn rescan_record(&self, s: u16) -> Result<ChangelogRecord, Error> {
@@ -561,6 +552,13 @@ impl Offers {
     }
 
     fn on_timer(&mut self, timer: OfferTimer, at: Timestamp, now: Timestamp) -> Result<(), Error> {
+        match &timer {
+            OfferTimer::Stage(_, id)
+            | OfferTimer::Run(_, id)
+            | OfferTimer::Wake(_, id)
+            | OfferTimer::Unpark(id) => self.thaw(id)?,
+            OfferTimer::Rate(_) | OfferTimer::Rescan(_) | OfferTimer::Bury(_) => {}
+        }
         match timer {
             OfferTimer::Stage(s, id) => {
                 if let Some(rt) = self.map.get_mut(&id) {
@@ -590,7 +588,7 @@ impl Offers {
             }
             OfferTimer::Rescan(s) => self.rescan_step(s, now),
             OfferTimer::Bury(id) => {
-                if self.map.get(&id).is_some_and(|rt| rt.deleted) {
+                if self.map.kept(&id).is_some_and(Kept::deleted) {
                     self.map.remove(&id);
                     self.dirty.insert(id);
                 }

@@ -57,10 +57,15 @@ impl Offers {
             None => (Bound::Unbounded, None),
         };
         let recovers = mode.is_some_and(|m| !matches!(m, Mode::FromStep(_)));
-        for (id, rt) in self.map.range(from) {
-            if rt.deleted {
+        for (id, kept) in self.map.range(from) {
+            if kept.deleted() {
                 continue;
             }
+            // A kept record reads back (see `kept.rs`); one that does not
+            // fails the step that touches it.
+            let Ok(rt) = self.full(id, kept) else {
+                continue;
+            };
             for s in self.stage_ids() {
                 if only.is_some_and(|o| o != s) {
                     continue;
@@ -115,6 +120,7 @@ impl Offers {
         let Some(&s) = self.by_name.get(stage) else {
             return Ok(false);
         };
+        self.thaw(offer)?;
         if matches!(mode, Mode::FromStep(_))
             || !self
                 .map

@@ -199,7 +199,13 @@ proptest! {
             prop_assert!(st.running <= st.share, "stage {} over its share", s);
         }
         let mut running = vec![0u32; STAGES.len()];
-        for (id, rt) in offers.map.iter() {
+        for (id, kept) in offers.map.iter() {
+            let rt = offers.full(id, kept).unwrap();
+            // Only an offer nothing works on is kept as its record.
+            prop_assert!(
+                matches!(kept, super::Kept::Hot(_)) || rt.idle(),
+                "{} kept as a record while a stage works on it", id
+            );
             let busy = rt.slots.iter().filter(|(_, x)| x.slot.phase == Phase::Running).count();
             prop_assert!(busy <= 1, "{} runs {} stages at once", id, busy);
             for (s, slot) in &rt.slots {

@@ -3,38 +3,22 @@
 
 use jiff::Timestamp;
 
-use super::{OfferRt, OfferTimer, Offers, Rescan, SlotAlarms};
+use super::{OfferTimer, Offers, Rescan, SlotAlarms};
 use crate::changelog::{ChangelogRecord, Store};
 use crate::stage::expr::Expr;
 use crate::stage::{OfferRecord, Phase, RescanRecord};
 
 impl Offers {
     /// Loads one offer record (`None`: a tombstone). Slots of stages no
-    /// longer configured are dropped. An offer no stage works on keeps its
-    /// body and states as text, as it did before the restore.
+    /// longer configured are dropped. An offer nothing works on is kept as
+    /// its record, as it was before the restore.
     pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<OfferRecord>) {
         let Some(record) = record else {
             self.map.remove(&id);
             return;
         };
-        let slots = record
-            .stages
-            .into_iter()
-            .filter_map(|(name, slot)| {
-                let s = *self.by_name.get(&name)?;
-                Some((s, slot))
-            })
-            .collect();
-        let mut rt = OfferRt {
-            version: record.version,
-            body: record.body,
-            updated_at: record.updated_at,
-            slots,
-            guard: record.guard,
-            deleted: record.deleted,
-        };
-        rt.settle(&mut self.scratch);
-        self.map.insert(&id, rt);
+        let rt = self.in_full(record);
+        self.keep_restored(&id, rt);
     }
 
     /// Loads one rescan record (`None`: a tombstone).
@@ -69,7 +53,12 @@ impl Offers {
             st.rate_armed = None;
         }
         self.timers = Default::default();
-        for (id, rt) in self.map.iter() {
+        for (id, kept) in self.map.iter() {
+            // A kept record reads back (see `kept.rs`); one that does not
+            // fails the step that touches it.
+            let Ok(rt) = self.full(id, kept) else {
+                continue;
+            };
             let blocked = rt.blocked();
             for (s, slot) in &rt.slots {
                 let Some(st) = self.stages.get_mut(*s as usize) else {

@@ -11,7 +11,7 @@ use crate::engine::input::{RunResult, TimerChange, Update};
 use crate::engine::{bug, Error};
 use crate::offer::{self, SharedBody};
 use crate::run::{self, add, Rejection, Status};
-use crate::stage::{KeptState, Lane, Phase};
+use crate::stage::{Lane, Phase};
 
 /// Splits `STAGE/OFFER#SEQ`.
 pub fn parse_stage_run_id(run_id: &str) -> Option<(&str, &str)> {
@@ -117,7 +117,7 @@ impl Offers {
         let def = &self.stage(s)?.def;
         let (stage, topic, timeout) = (def.name.clone(), def.topic.clone(), def.run.timeout);
         let rt = self.offer(id)?;
-        let (version, body) = (rt.version, rt.body()?);
+        let (version, body) = (rt.version, rt.body.clone());
         let target = target(&stage, id);
         let (slot, mut alarms) = self.slot_mut(s, id)?;
         if let Some(due) = slot.timer().filter(|at| *at <= now) {
@@ -134,7 +134,7 @@ impl Offers {
         }
         .clone();
         slot.run_version = version;
-        let state = slot.state.as_ref().map(KeptState::get).transpose()?;
+        let state = slot.state.clone();
         let source = if auto {
             Some(crate::ops::AUTO.to_string())
         } else {
@@ -177,6 +177,7 @@ impl Offers {
             return Ok(());
         };
         let (stage, id) = (stage.to_string(), id.to_string());
+        self.thaw(&id)?;
         let Some(&s) = self.by_name.get(&stage) else {
             self.reject(&stage, &id, &result, Rejection::UnknownTarget);
             return Ok(());
@@ -214,31 +215,27 @@ impl Offers {
         if computed_from != rt.version {
             return self.rerun_stale(s, id, computed_from, now);
         }
-        // `None`: the body stays as it is kept.
         let (body, changed) = match result.stage.update {
-            None => (None, Vec::new()),
+            None => (rt.body.clone(), Vec::new()),
             Some(Update::Patch(patch)) => {
-                let old = rt.body()?;
-                let body = offer::patched(&old, &patch);
-                let changed = offer::patch_changed(&old, &body, &patch);
-                (Some(SharedBody::new(body)), changed)
+                let body = offer::patched(&rt.body, &patch);
+                let changed = offer::patch_changed(&rt.body, &body, &patch);
+                (SharedBody::new(body), changed)
             }
             Some(Update::Body(body)) => {
-                let changed = offer::changed_fields(Some(&*rt.body()?), &body);
-                (Some(offer::share(body)), changed)
+                let changed = offer::changed_fields(Some(&rt.body), &body);
+                (offer::share(body), changed)
             }
         };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
-            Some(state) => Some(KeptState::new(crate::stage::state(state))),
+            Some(state) => Some(crate::stage::state(state)),
         };
         let state_changed = state != slot.state;
         self.end_run(s, id)?;
         let rt = self.offer_mut(id)?;
-        if let Some(body) = body {
-            rt.body = body.into();
-        }
+        rt.body = body;
         let slot = rt.slot_mut(s);
         slot.slot.succeeded();
         slot.set_source(None);

@@ -585,31 +585,27 @@ fn a_recreated_offer_continues_its_version_and_never_takes_an_old_result() {
 }
 
 #[test]
-fn an_idle_offer_keeps_its_body_and_states_as_text_and_reads_them_back() {
-    let c = config(vec![stage(
-        "price",
-        &["price"],
-        "state == null || offer.price != state.seen",
-        None,
-    )]);
+fn an_idle_offer_is_kept_as_its_record_and_read_back_by_what_touches_it() {
+    let c = config(vec![
+        stage(
+            "price",
+            &["price"],
+            "state == null || offer.price != state.seen",
+            None,
+        ),
+        stage("expire", &["price"], "false", Some("now + duration('1h')")),
+    ]);
     let mut e = Engine::new(&c);
     let mut log = Vec::new();
     let keep = |actions: Vec<Action>, log: &mut Vec<_>| {
-        for a in actions {
+        for a in &actions {
             if let Action::Changelog(r) = a {
-                log.push(r);
+                log.push(r.clone());
             }
         }
+        actions
     };
-    let packed = |e: &Engine| {
-        let rt = e.offers.map.get("o1").unwrap();
-        let states: Vec<bool> = rt
-            .slots
-            .iter()
-            .filter_map(|(_, x)| x.state.as_ref().map(|s| s.is_packed()))
-            .collect();
-        (rt.body.is_packed(), states)
-    };
+    let cold = |e: &Engine| matches!(e.offers.map.kept("o1"), Some(super::Kept::Cold(_)));
     let t = ts("2024-01-01T00:00:00Z");
     keep(e.start(t).unwrap(), &mut log);
     keep(
@@ -617,8 +613,7 @@ fn an_idle_offer_keeps_its_body_and_states_as_text_and_reads_them_back() {
             .unwrap(),
         &mut log,
     );
-    // A stage runs on it: kept live.
-    assert_eq!(packed(&e), (false, vec![]));
+    assert!(!cold(&e), "a stage runs on it: kept in full");
     let reply = StageReply {
         update: Some(Update::Patch(
             json!({"p": 1.5}).as_object().unwrap().clone(),
@@ -626,16 +621,41 @@ fn an_idle_offer_keeps_its_body_and_states_as_text_and_reads_them_back() {
         state: Some(json!({"seen": 100})),
         ..Default::default()
     };
-    keep(
+    let a = keep(
         e.apply(success("price/o1#1", 1, reply), t).unwrap(),
         &mut log,
     );
-    // Nothing works on it: text only.
-    assert_eq!(packed(&e), (true, vec![true]));
+    assert!(cold(&e), "nothing works on it: kept as its record");
+    // The record written is the one kept, and reads as the offer.
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Changelog(crate::changelog::ChangelogRecord {
+            value: Some(crate::changelog::Value::OfferEncoded(_)),
+            ..
+        })
+    )));
+    let view = e.offer_view("o1").unwrap();
+    assert_eq!(view.version, 2);
+    assert_eq!(
+        view.stages["price"].state,
+        Some(json!({"seen": 100}).into())
+    );
+    assert_eq!(
+        view.stages["expire"].timer,
+        Some(ts("2024-01-01T01:00:00Z"))
+    );
     let restored = Engine::restore(&c, |_| true, log.clone()).unwrap();
     assert_eq!(restored.snapshot(), e.snapshot());
-    assert_eq!(packed(&restored), (true, vec![true]));
-    // A change reads both back: the predicate reads the state, the run
+    assert!(cold(&restored));
+    // A late result (a pass no longer current) is rejected and leaves it kept.
+    let a = e
+        .apply(success("price/o1#1", 1, StageReply::default()), t)
+        .unwrap();
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Event(Event::ResultRejected { .. }))));
+    assert!(cold(&e));
+    // A change reads it back: the predicate reads the state, the run
     // carries the whole body and the state.
     let a = e.apply(patch("o1", json!({"price": 120})), t).unwrap();
     assert_eq!(states(&a), [(3, "external".into(), vec!["price".into()])]);
@@ -651,10 +671,14 @@ fn an_idle_offer_keeps_its_body_and_states_as_text_and_reads_them_back() {
         json!({"price": 120, "ratio": 0.1, "p": 1.5})
     );
     assert_eq!(run.state.as_deref(), Some(&json!({"seen": 100})));
-    assert_eq!(packed(&e), (false, vec![true]));
+    assert!(!cold(&e));
     // The same change on the restored shard does the same.
     let b = restored
         .clone()
         .apply(patch("o1", json!({"price": 120})), t);
     assert_eq!(b.unwrap(), a);
+    // The expire stage's timer fires on a kept offer too.
+    let mut e = restored;
+    let a = e.tick(ts("2024-01-01T01:00:00Z")).unwrap();
+    assert_eq!(runs(&a), [("expire".into(), "expire/o1#1".into(), 1, 2)]);
 }

@@ -81,7 +81,9 @@ pub struct StageStats {
 
 impl Offers {
     pub(in crate::engine) fn view(&self, id: &str) -> Option<OfferView> {
-        let rt = self.live(id)?;
+        let kept = self.map.kept(id).filter(|k| !k.deleted())?;
+        // A kept record reads back (see `kept.rs`).
+        let rt = self.full(id, kept).ok()?;
         let stages = self
             .stage_ids()
             .zip(&self.stages)
@@ -91,8 +93,7 @@ impl Offers {
                 let run = slot.slot.current();
                 let view = SlotView {
                     phase: slot.slot.phase,
-                    // Text the shard wrote reads back (see `crate::packed`).
-                    state: slot.state.as_ref().and_then(|x| x.get().ok()),
+                    state: slot.state.clone(),
                     timer: slot.timer(),
                     lane: (slot.slot.phase == Phase::Queued).then_some(slot.lane),
                     run_id: run.map(|r| r.run_id.clone()),
@@ -109,7 +110,7 @@ impl Offers {
         Some(OfferView {
             id: id.to_string(),
             version: rt.version,
-            body: rt.body().ok()?,
+            body: rt.body.clone(),
             updated_at: rt.updated_at,
             parked_until: rt.guard.parked_until,
             stages,
@@ -123,6 +124,7 @@ impl Offers {
         offer: &str,
     ) -> Option<(String, u64, u64)> {
         let s = *self.by_name.get(stage)?;
+        // An offer kept as its record has no run in flight.
         let slot = self.live(offer)?.slot(s)?;
         let run = slot.slot.current()?;
         Some((run.run_id.clone(), run.pass, slot.run_version))
@@ -160,15 +162,18 @@ impl crate::engine::processes::schedule::OfferSource for Offers {
         };
         let mut last = None;
         let mut seen = 0;
-        for (id, rt) in self.map.range(from).take(n) {
+        for (id, kept) in self.map.range(from).take(n) {
             seen += 1;
             last = Some(id.to_string());
-            if rt.deleted {
+            if kept.deleted() {
                 continue;
             }
-            // Text the shard wrote reads back (see `crate::packed`).
-            let Ok(body) = rt.body() else { continue };
-            let scope = crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &body, now);
+            // A kept record reads back (see `kept.rs`).
+            let Ok(rt) = self.full(id, kept) else {
+                continue;
+            };
+            let scope =
+                crate::stage::expr::Scope::new(id, rt.version, rt.updated_at, &rt.body, now);
             f(id, &scope);
         }
         (last, seen < n)
