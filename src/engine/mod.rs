@@ -145,14 +145,16 @@ impl Engine {
                     // Taken whole: the offer keeps its body and states.
                     let value = match record.value {
                         Some(Value::Offer(o)) => Some(*o),
-                        Some(Value::OfferEncoded(ref bytes)) => {
-                            Some(crate::codec::decode_offer_record(bytes).map_err(|e| {
-                                Error::BadRecord {
+                        Some(Value::OfferEncoded(bytes)) => {
+                            engine
+                                .offers
+                                .restore_encoded(&record.key, bytes)
+                                .map_err(|e| Error::BadRecord {
                                     store: Store::Offer.as_str(),
                                     key: record.key.clone(),
                                     message: e.to_string(),
-                                }
-                            })?)
+                                })?;
+                            continue;
                         }
                         None => None,
                         Some(other) => {

@@ -38,7 +38,7 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::backoff::Backoff;
-use crate::changelog::ChangelogRecord;
+use crate::changelog::{ChangelogRecord, Value};
 use crate::codec;
 use crate::config::Config;
 use crate::kafka::{Clients, Error, ReaderContext};
@@ -603,7 +603,18 @@ fn take(
                 part.log.marks.remove(&q);
             }
         }),
-        None => codec::decode_changelog(key, m.payload()).map(|r| part.log.add(key, m.offset(), r)),
+        None => codec::decode_changelog(key, m.payload()).map(|r| {
+            // An offer's record is held as read, not decoded: a tenth of
+            // the size, and a shard keeps an idle offer as those bytes.
+            let r = match (r.value, m.payload()) {
+                (Some(Value::Offer(_)), Some(bytes)) => ChangelogRecord {
+                    value: Some(Value::OfferEncoded(bytes.to_vec())),
+                    ..r
+                },
+                (value, _) => ChangelogRecord { value, ..r },
+            };
+            part.log.add(key, m.offset(), r)
+        }),
     };
     // A record this version cannot read is skipped, loudly: the rest of
     // the shard is still worth serving.

@@ -21,6 +21,23 @@ impl Offers {
         self.keep_restored(&id, rt);
     }
 
+    /// Loads one offer record as written (its protobuf bytes): kept as
+    /// those bytes when nothing works on the offer.
+    pub(in crate::engine) fn restore_encoded(
+        &mut self,
+        id: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(), crate::codec::DecodeError> {
+        let rt = self.in_full(crate::codec::decode_offer_record(&bytes)?);
+        let kept = if rt.idle() {
+            super::Kept::Cold(bytes.into_boxed_slice())
+        } else {
+            super::Kept::Hot(Box::new(rt))
+        };
+        self.map.insert(id, kept);
+        Ok(())
+    }
+
     /// Loads one rescan record (`None`: a tombstone).
     pub(in crate::engine) fn restore_rescan(
         &mut self,
