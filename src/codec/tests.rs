@@ -4,6 +4,29 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// JSON values nested up to four deep: numbers from `number`, strings
+/// and object keys matching `string` and `key`.
+pub(super) fn json_with(
+    number: BoxedStrategy<serde_json::Value>,
+    string: &'static str,
+    key: &'static str,
+) -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        number,
+        string.prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 64, 8, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            proptest::collection::vec((key, inner), 0..8)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
 /// Runs every decoder on `bytes`; each may fail but must return.
 fn decode_all(bytes: &[u8]) {
     let _ = decode_ctl_change(bytes);

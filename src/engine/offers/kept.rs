@@ -79,13 +79,8 @@ impl OfferMap {
         }
     }
 
-    /// Keeps `id` as `kept`.
-    pub(super) fn insert(&mut self, id: &str, kept: Kept) {
-        self.kept.insert(id, kept);
-    }
-
     /// Keeps `id` as `kept`; returns how it was kept before.
-    fn insert_kept(&mut self, id: &str, kept: Kept) -> Option<Kept> {
+    pub(super) fn insert(&mut self, id: &str, kept: Kept) -> Option<Kept> {
         self.kept.insert(id, kept)
     }
 
@@ -140,7 +135,7 @@ impl Offers {
             return Ok(());
         };
         let rt = self.read_back(id, bytes)?;
-        if let Some(Kept::Cold(bytes)) = self.map.insert_kept(id, Kept::Hot(Box::new(rt))) {
+        if let Some(Kept::Cold(bytes)) = self.map.insert(id, Kept::Hot(Box::new(rt))) {
             self.thawed.push((id.to_string(), bytes));
         }
         Ok(())
@@ -209,15 +204,19 @@ impl Offers {
         record
     }
 
-    /// Keeps a restored offer: as its record when nothing works on it.
-    pub(super) fn keep_restored(&mut self, id: &str, rt: OfferRt) {
-        if rt.idle() {
-            let record = self.record_of(&rt);
-            let mut bytes = Vec::new();
-            crate::codec::encode_value_into(id, record, &mut bytes);
-            self.map.insert(id, Kept::Cold(bytes.into_boxed_slice()));
+    /// Keeps a restored offer: as its record (`bytes`, or written now)
+    /// when nothing works on it, else in full.
+    pub(super) fn keep_restored(&mut self, id: &str, rt: OfferRt, bytes: Option<Vec<u8>>) {
+        let kept = if rt.idle() {
+            let bytes = bytes.unwrap_or_else(|| {
+                let mut bytes = Vec::new();
+                crate::codec::encode_value_into(id, self.record_of(&rt), &mut bytes);
+                bytes
+            });
+            Kept::Cold(bytes.into_boxed_slice())
         } else {
-            self.map.insert(id, Kept::Hot(Box::new(rt)));
-        }
+            Kept::Hot(Box::new(rt))
+        };
+        self.map.insert(id, kept);
     }
 }

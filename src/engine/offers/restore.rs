@@ -18,7 +18,7 @@ impl Offers {
             return;
         };
         let rt = self.in_full(record);
-        self.keep_restored(&id, rt);
+        self.keep_restored(&id, rt, None);
     }
 
     /// Loads one offer record as written (its protobuf bytes): kept as
@@ -29,12 +29,7 @@ impl Offers {
         bytes: Vec<u8>,
     ) -> Result<(), crate::codec::DecodeError> {
         let rt = self.in_full(crate::codec::decode_offer_record(&bytes)?);
-        let kept = if rt.idle() {
-            super::Kept::Cold(bytes.into_boxed_slice())
-        } else {
-            super::Kept::Hot(Box::new(rt))
-        };
-        self.map.insert(id, kept);
+        self.keep_restored(id, rt, Some(bytes));
         Ok(())
     }
 
