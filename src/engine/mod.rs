@@ -428,8 +428,9 @@ impl Engine {
     }
 
     /// An offer's current body, if this shard has the offer (and it is not
-    /// deleted).
-    pub fn offer_body(&self, id: &str) -> Result<Option<crate::offer::SharedBody>, Error> {
+    /// deleted), for an input about to change it: an offer kept as its
+    /// record is read back once, here, not again by the step.
+    pub fn offer_body(&mut self, id: &str) -> Result<Option<crate::offer::SharedBody>, Error> {
         self.offers.body(id)
     }
 

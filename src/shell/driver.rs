@@ -148,7 +148,7 @@ impl Driver {
         sink: &mut dyn Sink,
     ) -> Result<(), Refused> {
         self.advance(now, sink)?;
-        bound_body(&self.engine, &input)?;
+        bound_body(&mut self.engine, &input)?;
         let success = match &input {
             Input::Result(r) if r.status == crate::run::Status::Succeeded => {
                 Some((self.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
@@ -202,7 +202,7 @@ impl Driver {
 /// Refuses a patch (an offer change's, or a stage update's) that would make
 /// the offer's body larger than [`limits::MAX_BODY_BYTES`]: every output
 /// about the offer carries its body.
-fn bound_body(engine: &Engine, input: &Input) -> Result<(), DecodeError> {
+fn bound_body(engine: &mut Engine, input: &Input) -> Result<(), DecodeError> {
     let (id, patch, field) = match input {
         Input::Offer(OfferChange {
             offer_id,

@@ -110,12 +110,11 @@ impl Offers {
         })
     }
 
-    /// The body of the offer if it exists (not deleted), however it is kept.
-    pub(in crate::engine) fn body(&self, id: &str) -> Result<Option<SharedBody>, Error> {
-        let Some(kept) = self.map.kept(id).filter(|k| !k.deleted()) else {
-            return Ok(None);
-        };
-        Ok(Some(self.full(id, kept)?.body.clone()))
+    /// The body of the offer if it exists (not deleted), read back in full
+    /// for the step about to change it (which then finds it so).
+    pub(in crate::engine) fn body(&mut self, id: &str) -> Result<Option<SharedBody>, Error> {
+        self.thaw(id)?;
+        Ok(self.live(id).map(|rt| rt.body.clone()))
     }
 
     /// The offer if it exists (not deleted).

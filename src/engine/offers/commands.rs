@@ -21,12 +21,6 @@ impl Offers {
         command: Command,
         now: Timestamp,
     ) -> Result<(), Error> {
-        match &command {
-            Command::SetStageState { offer, .. } | Command::UnparkOffer { offer } => {
-                self.thaw(offer)?;
-            }
-            _ => {}
-        }
         match command {
             Command::SetStageState {
                 offer,
@@ -69,6 +63,7 @@ impl Offers {
         let Some(s) = self.stage_index(stage, id) else {
             return Ok(());
         };
+        self.thaw(id)?;
         let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
             self.rejected(stage, id, format!("unknown offer `{id}`"));
             return Ok(());
@@ -98,6 +93,7 @@ impl Offers {
     /// Ends the offer's ping-pong park and gives its dead stages one more
     /// attempt (their failure counts start again).
     fn unpark_command(&mut self, id: &str, now: Timestamp) -> Result<(), Error> {
+        self.thaw(id)?;
         let Some(rt) = self.map.get_mut(id).filter(|rt| !rt.deleted) else {
             self.rejected("", id, format!("unknown offer `{id}`"));
             return Ok(());
