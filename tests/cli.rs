@@ -1,8 +1,12 @@
 //! The `reactor` binary as users run it: exit codes, messages, and
 //! `simulate` printing exactly a golden scenario's expected lines.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+#[path = "support/temp.rs"]
+mod temp;
+use temp::TempDir;
 
 fn reactor(args: &[&str], stdin: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reactor"));
@@ -13,12 +17,12 @@ fn reactor(args: &[&str], stdin: Option<&Path>) -> Output {
     cmd.output().unwrap()
 }
 
-fn temp_config(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+/// A config file with `text` in a directory of its own (kept while the
+/// directory is).
+fn temp_config(name: &str, text: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(&format!("reactor-cli-{name}"));
+    let path = dir.write("config.toml", text);
+    (dir, path)
 }
 
 #[test]
@@ -45,7 +49,7 @@ fn simulate_reproduces_a_scenario_from_stdin() {
 
 #[test]
 fn invalid_config_exits_2_naming_file_line_task_and_field() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "bad",
         "[[task]]\nid = \"orders_daily\"\ntrigger = \"all(all(delta(a/b, 1h)))\"\n",
     );
@@ -61,7 +65,7 @@ fn invalid_config_exits_2_naming_file_line_task_and_field() {
 
 #[test]
 fn unknown_key_exits_2() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "unknown",
         "[[task]]\nid = \"a\"\ntrigger = \"delta(a/b, 1h)\"\nretries = 3\n",
     );
@@ -73,7 +77,7 @@ fn unknown_key_exits_2() {
 
 #[test]
 fn lint_warns_on_stderr_and_runs() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "lint",
         "[[task]]\nid = \"fresh\"\ntrigger = \"delay(a/b, 1h)\"\n",
     );
@@ -115,8 +119,7 @@ fn explain_prints_a_json_line_and_a_tree() {
 
 #[test]
 fn bad_input_line_is_an_error_naming_the_line() {
-    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-input", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("reactor-cli-input");
     let input = dir.join("in.jsonl");
     std::fs::write(
         &input,
@@ -139,7 +142,7 @@ fn bad_input_line_is_an_error_naming_the_line() {
 
 #[test]
 fn stage_with_a_bad_when_exits_2_naming_stage_field_and_column() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "bad-when",
         "[[stage]]\nname = \"price\"\nwatch = [\"price\"]\nwhen = \"offer.price >\"\n",
     );
@@ -154,7 +157,7 @@ fn stage_with_a_bad_when_exits_2_naming_stage_field_and_column() {
 
 #[test]
 fn stage_with_an_unknown_variable_exits_2_naming_the_column() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "unknown-variable",
         "[[stage]]\nname = \"expire\"\nwhen = \"offer.status == 'active'\"\n\
          timer = \"timestamp(ofer.published_at)\"\n",
@@ -242,7 +245,7 @@ fn the_processes_example_checks() {
 
 #[test]
 fn process_with_an_unknown_step_exits_2_naming_process_field_and_line() {
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "bad-step",
         "[[job]]\nname = \"send_tx\"\n\n[[process]]\nname = \"payout\"\n\
          steps = [\"reserve\", \"send_tx\"]\n",
@@ -269,7 +272,7 @@ fn oversized_expressions_and_triggers_exit_2_naming_the_limit() {
         format!("{}true{}", "(".repeat(100), ")".repeat(100)),
     ];
     for (i, when) in whens.iter().enumerate() {
-        let path = temp_config(
+        let (_dir, path) = temp_config(
             &format!("long-when-{i}"),
             &format!("[[stage]]\nname = \"price\"\nwhen = \"{when}\"\n"),
         );
@@ -283,7 +286,7 @@ fn oversized_expressions_and_triggers_exit_2_naming_the_limit() {
         );
     }
     let trigger = format!("any({}delta(a/b, 1h))", "delta(a/b, 1h), ".repeat(2000));
-    let path = temp_config(
+    let (_dir, path) = temp_config(
         "long-trigger",
         &format!("[[task]]\nid = \"t\"\ntrigger = \"{trigger}\"\n"),
     );
@@ -299,9 +302,8 @@ fn oversized_expressions_and_triggers_exit_2_naming_the_limit() {
 
 #[test]
 fn simulate_refuses_what_kafka_refuses_and_rejects_a_long_rescan() {
-    let dir = std::env::temp_dir().join(format!("reactor-cli-{}-refuse", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = temp_config("refuse", "[[stage]]\nname = \"price\"\n");
+    let dir = TempDir::new("reactor-cli-refuse-inputs");
+    let (_config_dir, config) = temp_config("refuse", "[[stage]]\nname = \"price\"\n");
     let run = |name: &str, lines: &str| {
         let input = dir.join(name);
         std::fs::write(&input, lines).unwrap();

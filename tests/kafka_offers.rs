@@ -585,10 +585,8 @@ topic = "{p}.price.runs"
     );
 
     // The operator's command line.
-    let dir = std::env::temp_dir().join(&kafka.prefix);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, &text).unwrap();
+    let dir = support::temp::TempDir::new(&kafka.prefix);
+    let path = dir.write("config.toml", &text);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_reactor"))
         .args(["rescan", "price", "--when", "offer.region == 'eu'", "-c"])
         .arg(&path)
@@ -665,5 +663,4 @@ topic = "{p}.price.runs"
     );
     let state = tail(&t.offer_state, &["--max", "1"]);
     assert_eq!(state[0]["value"]["cause"], "external", "{state:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -276,10 +276,8 @@ fn the_cli_launches_a_keys_file_and_submits_a_job() {
     let t = config.kafka.topics.clone();
     let instance = kafka.start(&config, "a", 3);
     instance.wait_ready(WAIT);
-    let dir = std::env::temp_dir().join(format!("{}-cli", kafka.prefix));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("reactor.toml");
-    std::fs::write(&path, &text).unwrap();
+    let dir = support::temp::TempDir::new(&format!("{}-cli", kafka.prefix));
+    let path = dir.write("reactor.toml", &text);
     // More keys than one command holds: several commands per partition.
     let n = reactor::cli::KEYS_PER_COMMAND + 500;
     let keys: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();

@@ -315,15 +315,15 @@ impl Outputs {
 struct Group {
     kafka: TestKafka,
     config: PathBuf,
-    dir: PathBuf,
+    /// Kept while the instances run (their logs are in it).
+    dir: support::temp::TempDir,
     procs: Vec<Proc>,
 }
 
 impl Group {
     fn start(test: &str) -> Group {
         let kafka = kfake(test);
-        let dir = std::env::temp_dir().join(format!("reactor-{}", kafka.prefix));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = support::temp::TempDir::new(&format!("reactor-{}", kafka.prefix));
         let mut text = kafka.config_text("", PARTITIONS, true);
         // The test glue's librdkafka timing is the instances' own here.
         text = text.replace(
@@ -334,8 +334,7 @@ impl Group {
             "[kafka]\n",
             &format!("[kafka]\nsession_timeout = \"{}s\"\n", SESSION.as_secs()),
         );
-        let config = dir.join("reactor.toml");
-        std::fs::write(&config, text).expect("config file");
+        let config = dir.write("reactor.toml", text);
         let procs = ["a", "b", "c"]
             .iter()
             .map(|id| Proc::start(&config, id, support::child::free_port(), &dir))
@@ -393,10 +392,8 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
+        // The instances end before their directory goes.
         self.procs.clear();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 
@@ -418,7 +415,7 @@ fn a_killed_instance_restarted_with_its_id_takes_its_shards_back_alone() {
     let (admin, config, dir) = (
         group.procs[0].admin,
         group.config.clone(),
-        group.dir.clone(),
+        group.dir.to_path_buf(),
     );
     group.procs[0] = Proc::start(&config, "a", admin, &dir);
     let after = group.wait_spread(&[0, 1, 2]);

@@ -57,10 +57,8 @@ fn kills_mid_chain_commit_every_step_and_event_once() {
     let config = reactor::config::parse(&text, "t.toml")
         .expect("config")
         .config;
-    let dir = std::env::temp_dir().join(&kafka.prefix);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("reactor.toml");
-    std::fs::write(&path, &text).expect("config file");
+    let dir = support::temp::TempDir::new(&kafka.prefix);
+    let path = dir.write("reactor.toml", &text);
     kafka.create_topics(&config, 2);
     let t = config.kafka.topics.clone();
     let (reserve, send) = (config.jobs[0].topic.clone(), config.jobs[1].topic.clone());

@@ -23,6 +23,7 @@ use reactor::runtime::{supervisor, Options};
 
 pub mod child;
 pub mod steps;
+pub mod temp;
 
 /// One daily task in a limited pool: the task most Kafka tests drive.
 pub const TASKS: &str = r#"
