@@ -1,4 +1,4 @@
-//! What the examples share: the configuration `reactor bench` measures,
+//! What the examples share: the configurations `reactor bench` measures,
 //! fresh shards, and reading the resident memory (each example uses a part
 //! of it).
 
@@ -19,6 +19,27 @@ pub fn bench_tasks_toml(tasks: usize) -> String {
             i % 16
         );
     }
+    text
+}
+
+/// The chain `reactor bench --workload jobs` runs: one unlimited job per
+/// step (run topic `bench.JOB`, a minute's timeout) and the process `chain`
+/// over them in that order.
+#[allow(dead_code)]
+pub fn bench_jobs_toml(steps: &[&str]) -> String {
+    let mut text = String::new();
+    for job in steps {
+        let _ = writeln!(
+            text,
+            "[[job]]\nname = \"{job}\"\ntopic = \"bench.{job}\"\ntimeout = \"1m\"\n"
+        );
+    }
+    let steps: Vec<String> = steps.iter().map(|s| format!("\"{s}\"")).collect();
+    let _ = writeln!(
+        text,
+        "[[process]]\nname = \"chain\"\nsteps = [{}]\n",
+        steps.join(", ")
+    );
     text
 }
 

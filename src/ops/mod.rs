@@ -131,7 +131,7 @@ impl Item<'_> {
         }
         let target = match self.kind {
             Kind::Task => self.name.to_string(),
-            Kind::Stage => format!("{}/{}", self.name, self.key),
+            Kind::Stage => crate::run::concat(&[self.name, "/", self.key]),
             Kind::Process => crate::process::step_target(&self.instance_id()?, self.step_index?),
         };
         Some(crate::run::run_id(&target, self.run_seq))

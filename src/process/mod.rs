@@ -338,13 +338,13 @@ pub enum Cursor {
 
 /// The instance id `PROCESS/KEY#N`.
 pub fn instance_id(process: &str, key: &str, n: u64) -> String {
-    format!("{process}/{key}#{n}")
+    crate::run::concat(&[process, "/", key, "#", itoa::Buffer::new().format(n)])
 }
 
 /// The run target of step `step` of instance `PROCESS/KEY#N`:
 /// `PROCESS/KEY#N.STEP`; its runs are `PROCESS/KEY#N.STEP#SEQ`.
 pub fn step_target(instance: &str, step: u32) -> String {
-    format!("{instance}.{step}")
+    crate::run::concat(&[instance, ".", itoa::Buffer::new().format(step)])
 }
 
 /// The parts of a step run id `PROCESS/KEY#N.STEP#SEQ`. Process names hold

@@ -33,14 +33,23 @@ pub struct Run {
 
 /// Builds the run id of a target's `seq`-th run.
 pub fn run_id(target: &str, seq: u64) -> String {
-    // Sized once and written without the formatter: a run id is built for
-    // every run, on the hot path.
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(seq);
-    let mut id = String::with_capacity(target.len() + 1 + digits.len());
-    id.push_str(target);
-    id.push('#');
-    id.push_str(digits);
+    concat(&[target, "#", itoa::Buffer::new().format(seq)])
+}
+
+/// The parts one after another, in a string sized once. Ids (run ids, run
+/// targets, instance ids, changelog keys) are built for every run and step
+/// on the hot path, where `format!` took ~750 instructions for what this
+/// does in a fraction.
+pub fn concat(parts: &[&str]) -> String {
+    let mut id = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        match part.as_bytes() {
+            // A one-byte part is ASCII (a separator, a digit): pushed as a
+            // byte, not copied through a `memcpy` call.
+            &[b] => id.push(char::from(b)),
+            _ => id.push_str(part),
+        }
+    }
     id
 }
 
@@ -187,6 +196,8 @@ mod tests {
         assert_eq!(parse_run_id("orders#daily#7"), Some(("orders#daily", 7)));
         assert_eq!(parse_run_id("orders"), None);
         assert_eq!(parse_run_id("orders#x"), None);
+        assert_eq!(concat(&["price", "/", "o1"]), "price/o1");
+        assert_eq!(concat(&[]), "");
     }
 
     #[test]

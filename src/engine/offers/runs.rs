@@ -27,7 +27,7 @@ pub fn is_stage_run_id(run_id: &str) -> bool {
 
 /// The run target of stage `stage` on offer `offer`: `STAGE/OFFER`.
 fn target(stage: &str, offer: &str) -> String {
-    format!("{stage}/{offer}")
+    crate::run::concat(&[stage, "/", offer])
 }
 
 impl Offers {

@@ -458,7 +458,7 @@ impl Processes {
         let name = &self.def(p)?.name;
         Ok(ChangelogRecord {
             store: Store::Process,
-            key: format!("{name}/{key}"),
+            key: crate::run::concat(&[name, "/", key]),
             value: self
                 .keys
                 .shared(p, key)
