@@ -64,7 +64,7 @@ pub fn encode_value_into(key: &str, v: Value, buf: &mut Vec<u8>) {
         Value::Offer(offer) => encode_offer_into(&offer, buf),
         Value::OfferEncoded(bytes) => buf.extend_from_slice(&bytes),
         Value::Rescan(rescan) => encode_into(&rescan_to_proto(&rescan), pb, buf),
-        Value::Process(r) => encode_into(&super::process::key_to_proto(&r), pb, buf),
+        Value::Process(r) => super::process::encode_key_record_into(&r, buf),
         Value::Schedule(r) => encode_into(&super::process::schedule_to_proto(&r), pb, buf),
         Value::Seq(seq) => encode_into(&v1::SeqRecord { seq }, pb, buf),
         Value::Recovery(r) => encode_into(&super::command::recovery_to_proto(key, &r), pb, buf),
@@ -250,11 +250,7 @@ pub fn encode_task_fields(r: &TaskFields<'_>, buf: &mut Vec<u8>) {
     put_uint(7, slot.pass_seq, buf);
     if let (Some(run), Some(n)) = (slot.run(), run_len) {
         put_len(TASK_RUN, n, buf);
-        put_str(1, &run.run_id, buf);
-        put_uint(2, run.attempt.into(), buf);
-        put_uint(3, run.pass, buf);
-        put_ts(4, run.dispatched_at, buf);
-        put_ts(5, run.deadline, buf);
+        put_run_fields(run, buf);
     }
     put_opt_ts(11, r.last_success, buf);
     put_opt_ts(12, r.sla_due, buf);
@@ -424,6 +420,15 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
         cron_at: optional_ts("cron_at", m.cron_at.as_ref())?,
         source: m.source,
     })
+}
+
+/// A `RunRecord`'s fields as prost writes [`run_to_proto`]'s message.
+pub(super) fn put_run_fields(run: &Run, buf: &mut Vec<u8>) {
+    put_str(1, &run.run_id, buf);
+    put_uint(2, run.attempt.into(), buf);
+    put_uint(3, run.pass, buf);
+    put_ts(4, run.dispatched_at, buf);
+    put_ts(5, run.deadline, buf);
 }
 
 pub(super) fn run_to_proto(run: Run) -> v1::RunRecord {

@@ -39,6 +39,9 @@ pub mod validate;
 mod wire;
 
 #[cfg(test)]
+pub(crate) use process::written_as_prost as key_record_written_as_prost;
+
+#[cfg(test)]
 mod tests;
 
 pub use changelog::{

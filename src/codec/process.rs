@@ -4,6 +4,9 @@
 //! number comes back exactly.
 
 use super::error::DecodeError;
+use super::put::{
+    put_bool, put_bytes, put_message, put_sint, put_str, put_ts, put_uint, put_varint_field, zigzag,
+};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use crate::offer::{normalize_body, Body};
 use crate::process::{
@@ -14,6 +17,9 @@ use crate::proto::v1;
 use crate::proto::v1::key_record;
 use crate::run::RunSlot;
 
+/// JSON text of an object as the generated message holds it (empty for an
+/// empty object): the reference of [`put_json`].
+#[cfg(test)]
 fn json_text(body: &Body) -> Vec<u8> {
     if body.is_empty() {
         return Vec::new();
@@ -63,6 +69,123 @@ fn status_from_proto(text: &str) -> Result<Status, DecodeError> {
         })
 }
 
+/// Appends a key record in protobuf to `buf`, field for field as prost
+/// writes `key_to_proto`'s message (tested against it): a key record is
+/// written at every step of a chain, and building the generated message
+/// first copied every string and JSON text into it.
+pub(super) fn encode_key_record_into(r: &KeyRecord, buf: &mut Vec<u8>) {
+    if let Some(active) = &r.active {
+        put_message(2, buf, |buf| put_instance(active, buf));
+    }
+    for l in &r.waiting {
+        put_message(3, buf, |buf| {
+            put_json(1, &l.params, buf);
+            put_str(2, <&str>::from(l.position), buf);
+            put_uint(3, lane_to_proto(l.lane).into(), buf);
+            if let Some(priority) = l.priority {
+                put_varint_field(4, zigzag(priority), buf);
+            }
+            put_bool(5, l.reset, buf);
+            if let Some(source) = &l.source {
+                put_bytes(6, source.as_bytes(), buf);
+            }
+            put_ts(7, l.at, buf);
+        });
+    }
+    if let Some(o) = &r.last {
+        put_message(4, buf, |buf| {
+            put_uint(1, o.n, buf);
+            put_str(2, o.status.as_str(), buf);
+            put_ts(3, o.finished_at, buf);
+            put_json(4, &o.context, buf);
+            if let Some(error) = &o.error {
+                put_bytes(5, error.as_bytes(), buf);
+            }
+            if let Some(instance) = &o.instance {
+                put_message(6, buf, |buf| put_instance(instance, buf));
+            }
+        });
+    }
+    put_bool(5, r.goal, buf);
+}
+
+/// A JSON object field as `json_text` gives it (an empty one left out),
+/// written straight into `buf`.
+fn put_json(tag: u32, body: &Body, buf: &mut Vec<u8>) {
+    if !body.is_empty() {
+        // A map of JSON values with string keys always serializes.
+        put_message(tag, buf, |buf| {
+            let _ = serde_json::to_writer(buf, body);
+        });
+    }
+}
+
+/// An instance's fields as prost writes `instance_to_proto`'s message.
+fn put_instance(i: &InstanceRecord, buf: &mut Vec<u8>) {
+    put_uint(1, i.n, buf);
+    put_json(2, &i.params, buf);
+    put_json(3, &i.context, buf);
+    for step in &i.chain {
+        put_message(4, buf, |buf| {
+            put_str(1, &step.job, buf);
+            if let Some(params) = &step.params {
+                put_json(2, params, buf);
+            }
+        });
+    }
+    put_uint(5, i.step.into(), buf);
+    let phase = i32::from(super::changelog::phase_to_proto(i.slot.phase));
+    put_uint(6, u64::try_from(phase).unwrap_or_default(), buf);
+    put_uint(7, i.slot.run_seq, buf);
+    put_uint(8, i.slot.pass_seq, buf);
+    put_uint(9, i.slot.failures.into(), buf);
+    if let Some(run) = i.slot.run() {
+        put_message(10, buf, |buf| super::changelog::put_run_fields(run, buf));
+    }
+    if let Some(t) = i.slot.wake_at() {
+        put_ts(11, t, buf);
+    }
+    if let Some(error) = i.slot.last_error() {
+        put_bytes(12, error.as_bytes(), buf);
+    }
+    if let Some(q) = &i.queued {
+        put_message(13, buf, |buf| {
+            put_uint(1, lane_to_proto(q.lane).into(), buf);
+            put_sint(2, q.priority, buf);
+            put_sint(3, q.order, buf);
+        });
+    }
+    if let Some(t) = i.step_deadline {
+        put_ts(14, t, buf);
+    }
+    put_bool(15, i.overdue, buf);
+    put_sint(16, i.priority, buf);
+    put_uint(17, lane_to_proto(i.lane).into(), buf);
+    put_ts(18, i.started_at, buf);
+    put_ts(19, i.progress_at, buf);
+    if let Some(source) = &i.source {
+        put_bytes(20, source.as_bytes(), buf);
+    }
+    if let Some(t) = i.slot.failed_at() {
+        put_ts(21, t, buf);
+    }
+    put_uint(22, i.runs, buf);
+    put_uint(23, i.seq_base, buf);
+}
+
+/// Whether [`encode_key_record_into`] writes `r` byte for byte as prost
+/// writes the generated message (for tests elsewhere in the crate).
+#[cfg(test)]
+pub(crate) fn written_as_prost(r: &KeyRecord) -> bool {
+    use prost::Message;
+    let mut ours = Vec::new();
+    encode_key_record_into(r, &mut ours);
+    ours == key_to_proto(r).encode_to_vec()
+}
+
+/// The generated message of a key record: the reference the direct
+/// writing ([`encode_key_record_into`]) is tested against.
+#[cfg(test)]
 pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
     v1::KeyRecord {
         active: r.active.as_ref().map(instance_to_proto),
@@ -91,6 +214,7 @@ pub(super) fn key_to_proto(r: &KeyRecord) -> v1::KeyRecord {
     }
 }
 
+#[cfg(test)]
 fn instance_to_proto(i: &InstanceRecord) -> key_record::Instance {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     key_record::Instance {
@@ -344,6 +468,7 @@ mod tests {
         };
         let back = key_from_proto(key_to_proto(&record)).unwrap();
         assert_eq!(back, record);
+        assert!(written_as_prost(&record));
         // A failed instance is kept whole with its outcome.
         let mut failed = record.clone();
         let kept = failed.active.take().map(Box::new);
@@ -354,8 +479,30 @@ mod tests {
             ..record.last.clone().unwrap()
         });
         assert_eq!(key_from_proto(key_to_proto(&failed)).unwrap(), failed);
+        assert!(written_as_prost(&failed));
         let empty = KeyRecord::default();
         assert_eq!(key_from_proto(key_to_proto(&empty)).unwrap(), empty);
+        assert!(written_as_prost(&empty));
+        // Lengths of two and three bytes, zero priorities set, empty texts.
+        let mut large = failed.clone();
+        let long = "x".repeat(20_000);
+        if let Some(o) = large.last.as_mut() {
+            o.context = obj(serde_json::json!({"note": long}));
+            o.error = Some(String::new());
+        }
+        large.waiting[0].priority = Some(0);
+        large.waiting[0].source = Some(String::new());
+        large.waiting.push(Launch {
+            params: obj(serde_json::json!({"memo": "y".repeat(200)})),
+            position: Position::Back,
+            lane: Lane::Low,
+            priority: Some(-3),
+            reset: false,
+            source: Some("op:1".into()),
+            at: ts("1969-12-31T23:59:59.5Z"),
+        });
+        assert!(written_as_prost(&large));
+        assert_eq!(key_from_proto(key_to_proto(&large)).unwrap(), large);
     }
 
     #[test]

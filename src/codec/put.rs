@@ -22,7 +22,7 @@ pub(super) fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
 }
 
 /// A field's key.
-fn put_key(tag: u32, wire_type: u64, buf: &mut Vec<u8>) {
+pub(super) fn put_key(tag: u32, wire_type: u64, buf: &mut Vec<u8>) {
     put_varint(u64::from(tag) << 3 | wire_type, buf);
 }
 
@@ -36,6 +36,38 @@ pub(super) fn put_bytes(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
 pub(super) fn put_len(tag: u32, len: usize, buf: &mut Vec<u8>) {
     put_key(tag, LENGTH_DELIMITED, buf);
     put_varint(len as u64, buf);
+}
+
+/// A message field written in place: its key, then the body `write`
+/// appends, prefixed with the body's length as prost writes it (the
+/// shortest varint). The length is written once the body is — one byte is
+/// kept for it, and a body of 128 bytes or more is moved up to make room —
+/// so nested messages are never measured first.
+pub(super) fn put_message(tag: u32, buf: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    put_key(tag, LENGTH_DELIMITED, buf);
+    let at = buf.len();
+    buf.push(0);
+    write(buf);
+    let len = buf.len() - at - 1;
+    if len < 0x80 {
+        if let Some(b) = buf.get_mut(at) {
+            *b = len as u8;
+        }
+    } else {
+        let mut prefix = Vec::with_capacity(10);
+        put_varint(len as u64, &mut prefix);
+        buf.splice(at..=at, prefix);
+    }
+}
+
+/// A `sint64` field (zigzag); zero is left out.
+pub(super) fn put_sint(tag: u32, value: i64, buf: &mut Vec<u8>) {
+    put_uint(tag, zigzag(value), buf);
+}
+
+/// A `bool` field; false is left out.
+pub(super) fn put_bool(tag: u32, value: bool, buf: &mut Vec<u8>) {
+    put_uint(tag, u64::from(value), buf);
 }
 
 /// Size of a length-delimited field of `len` bytes.
@@ -62,9 +94,19 @@ pub(super) fn str_len(tag: u32, text: &str) -> usize {
 /// A varint field (`uint32`, `uint64`); zero is left out.
 pub(super) fn put_uint(tag: u32, value: u64, buf: &mut Vec<u8>) {
     if value != 0 {
-        put_key(tag, VARINT, buf);
-        put_varint(value, buf);
+        put_varint_field(tag, value, buf);
     }
+}
+
+/// A varint field written whatever its value (an `optional` one that is set).
+pub(super) fn put_varint_field(tag: u32, value: u64, buf: &mut Vec<u8>) {
+    put_key(tag, VARINT, buf);
+    put_varint(value, buf);
+}
+
+/// A `sint64` value as its varint (zigzag).
+pub(super) fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
 }
 
 /// Bytes [`put_uint`] writes.
@@ -124,6 +166,36 @@ mod tests {
             prost::encoding::message::encode(tag, &timestamp_to_proto(t), &mut theirs);
             prop_assert_eq!(&ours, &theirs);
             prop_assert_eq!(ts_len(tag, t), ours.len() - 1);
+        }
+
+        /// A message field written in place is what prost writes for a
+        /// field of those bytes, whatever the length's varint takes (one
+        /// to three bytes here).
+        #[test]
+        fn a_message_is_written_as_prost_writes_it(
+            body in prop::collection::vec(any::<u8>(), 0..40_000),
+            tag in 1u32..5000,
+        ) {
+            let mut ours = vec![7];
+            put_message(tag, &mut ours, |buf| buf.extend_from_slice(&body));
+            let mut theirs = vec![7];
+            prost::encoding::bytes::encode(tag, &body, &mut theirs);
+            prop_assert_eq!(ours, theirs);
+        }
+
+        /// `sint64` and `bool` fields as prost writes them, a default left out.
+        #[test]
+        fn sint_and_bool_are_written_as_prost_writes_them(v in any::<i64>(), b in any::<bool>(), tag in 1u32..5000) {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            put_sint(tag, v, &mut ours);
+            if v != 0 {
+                prost::encoding::sint64::encode(tag, &v, &mut theirs);
+            }
+            put_bool(tag, b, &mut ours);
+            if b {
+                prost::encoding::bool::encode(tag, &b, &mut theirs);
+            }
+            prop_assert_eq!(ours, theirs);
         }
     }
 }

@@ -204,6 +204,15 @@ proptest! {
         let mut instances = BTreeSet::new();
         let mut runs: BTreeMap<String, (String, u32)> = BTreeMap::new();
         for o in &straight {
+            // Key records, whatever state the stream left them in, are
+            // written straight as prost writes them.
+            if let Action::Changelog(crate::changelog::ChangelogRecord {
+                value: Some(crate::changelog::Value::Process(record)),
+                ..
+            }) = &o.action
+            {
+                prop_assert!(crate::codec::key_record_written_as_prost(record), "{:?}", record);
+            }
             match &o.action {
                 Action::Event(Event::ProcessStarted { subject, .. }) => {
                     let crate::action::Subject::Process { process, key, instance, .. } = subject else { continue };
