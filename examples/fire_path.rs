@@ -20,9 +20,7 @@ use reactor::runtime::output;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let mut args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<usize>().unwrap());
+    let mut args = common::counts();
     let tasks = args.next().unwrap_or(20_000);
     let changes = args.next().unwrap_or(tasks).min(tasks);
     let text = common::bench_tasks_toml(tasks);

@@ -9,6 +9,9 @@
 //! chains.
 
 mod common;
+// The bench's own chain, not a copy of it.
+#[path = "../src/bench/chain.rs"]
+mod chain;
 
 use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
@@ -23,23 +26,22 @@ use reactor::shell::driver::Driver;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Steps of the chain, one job each.
-const STEPS: [&str; 3] = ["reserve", "send", "notify"];
-
 fn main() {
-    let mut args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<usize>().unwrap());
+    let mut args = common::counts();
     let chains = args.next().unwrap_or(5_000);
     let partitions = args.next().unwrap_or(4) as i32;
-    let config = reactor::config::parse(&common::bench_jobs_toml(&STEPS), "probe.toml")
+    let config = reactor::config::parse(&chain::toml("bench"), "probe.toml")
         .unwrap()
         .config;
     let router = Router::new(&config, partitions);
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let mut shards = common::fresh_shards(&config, &router, t0);
     let (runs, records) = chains_through(&mut shards, &router, chains, t0);
-    assert_eq!(runs, chains * STEPS.len(), "every step ran once per chain");
+    assert_eq!(
+        runs,
+        chains * chain::STEPS.len(),
+        "every step ran once per chain"
+    );
     println!("{chains} chains: {runs} step runs, {records} records written");
 }
 
@@ -63,7 +65,7 @@ fn chains_through(
         let partition = router.key(&key);
         let shard = &mut shards[partition as usize];
         let launch = Command::Launch {
-            process: "chain".into(),
+            process: chain::PROCESS.into(),
             keys: vec![key],
             params: Default::default(),
             position: Default::default(),

@@ -92,9 +92,7 @@ fn encode(action: &Action, at: Timestamp) -> Vec<u8> {
 }
 
 fn main() {
-    let mut args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<usize>().unwrap());
+    let mut args = common::counts();
     let offers = args.next().unwrap_or(200_000);
     let partitions = args.next().unwrap_or(4) as i32;
     let config = reactor::config::parse(&config_toml(), "probe.toml")

@@ -16,9 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     common::purging_at_once();
-    let mut args = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<usize>().unwrap());
+    let mut args = common::counts();
     let tasks = args.next().unwrap_or(1_000_000);
     let partitions = args.next().unwrap_or(4) as i32;
     let r0 = common::resident();

@@ -1,4 +1,4 @@
-//! What the examples share: the configurations `reactor bench` measures,
+//! What the examples share: the configuration `reactor bench` measures,
 //! fresh shards, and reading the resident memory (each example uses a part
 //! of it).
 
@@ -22,25 +22,13 @@ pub fn bench_tasks_toml(tasks: usize) -> String {
     text
 }
 
-/// The chain `reactor bench --workload jobs` runs: one unlimited job per
-/// step (run topic `bench.JOB`, a minute's timeout) and the process `chain`
-/// over them in that order.
+/// The probe's arguments, each a count (items, shards …).
 #[allow(dead_code)]
-pub fn bench_jobs_toml(steps: &[&str]) -> String {
-    let mut text = String::new();
-    for job in steps {
-        let _ = writeln!(
-            text,
-            "[[job]]\nname = \"{job}\"\ntopic = \"bench.{job}\"\ntimeout = \"1m\"\n"
-        );
-    }
-    let steps: Vec<String> = steps.iter().map(|s| format!("\"{s}\"")).collect();
-    let _ = writeln!(
-        text,
-        "[[process]]\nname = \"chain\"\nsteps = [{}]\n",
-        steps.join(", ")
-    );
-    text
+pub fn counts() -> impl Iterator<Item = usize> {
+    std::env::args().skip(1).map(|a| {
+        a.parse()
+            .unwrap_or_else(|_| panic!("`{a}` is not a count: the arguments are counts"))
+    })
 }
 
 /// Runs this probe again with mimalloc told to give freed pages back at

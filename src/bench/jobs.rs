@@ -22,6 +22,7 @@ use std::sync::Arc;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::Message;
 
+use super::chain::{PROCESS, STEPS};
 use super::cluster::{Cluster, Inputs};
 use super::report::JobsMeasurement;
 use super::stats::Summary;
@@ -32,12 +33,6 @@ use crate::codec::{self, Format};
 use crate::config::Config;
 use crate::engine::{Command, RunResult};
 use crate::run::Status;
-
-/// The jobs of the chain, in step order.
-pub(super) const STEPS: [&str; 3] = ["reserve", "send", "notify"];
-
-/// The process every launch starts.
-const PROCESS: &str = "chain";
 
 /// The jobs workload as planned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,21 +77,7 @@ pub(super) fn inputs(n: usize) -> Inputs {
 /// The chain's three jobs with run topics `{prefix}.JOB`, unlimited, and
 /// the process over them.
 pub(super) fn config(prefix: &str) -> Result<Config, Error> {
-    use std::fmt::Write;
-    let mut text = String::new();
-    for job in STEPS {
-        let _ = writeln!(
-            text,
-            "[[job]]\nname = \"{job}\"\ntopic = \"{prefix}.{job}\"\ntimeout = \"1m\"\n"
-        );
-    }
-    let steps: Vec<String> = STEPS.iter().map(|s| format!("\"{s}\"")).collect();
-    let _ = writeln!(
-        text,
-        "[[process]]\nname = \"{PROCESS}\"\nsteps = [{}]\n",
-        steps.join(", ")
-    );
-    crate::config::parse(&text, "bench-jobs.toml")
+    crate::config::parse(&super::chain::toml(prefix), "bench-jobs.toml")
         .map(|loaded| loaded.config)
         .map_err(|e| Error::Config(Box::new(e)))
 }

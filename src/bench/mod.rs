@@ -25,6 +25,7 @@
 //!   receiving its output.
 
 mod baseline;
+mod chain;
 mod cluster;
 mod failover;
 mod instance;
