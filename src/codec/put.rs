@@ -22,7 +22,7 @@ pub(super) fn put_varint(mut value: u64, buf: &mut Vec<u8>) {
 }
 
 /// A field's key.
-pub(super) fn put_key(tag: u32, wire_type: u64, buf: &mut Vec<u8>) {
+fn put_key(tag: u32, wire_type: u64, buf: &mut Vec<u8>) {
     put_varint(u64::from(tag) << 3 | wire_type, buf);
 }
 
