@@ -10,7 +10,8 @@ use prost::encoding::message;
 
 use super::error::DecodeError;
 use super::put::{
-    delimited_len, put_bytes, put_len, put_str, put_ts, put_uint, str_len, ts_len, uint_len,
+    delimited_len, put_bool, put_bytes, put_len, put_message, put_str, put_ts, put_uint, str_len,
+    ts_len, uint_len,
 };
 use super::time::{
     optional_ts, put_ts_entry, required_ts, timestamp_to_proto, ts_entry_room, ts_map, ParamKey,
@@ -422,7 +423,7 @@ fn task_from_proto(m: v1::TaskRecord) -> Result<TaskRecord, DecodeError> {
     })
 }
 
-/// A `RunRecord`'s fields as prost writes [`run_to_proto`]'s message.
+/// A `RunRecord`'s fields as prost writes `run_to_proto`'s message.
 pub(super) fn put_run_fields(run: &Run, buf: &mut Vec<u8>) {
     put_str(1, &run.run_id, buf);
     put_uint(2, run.attempt.into(), buf);
@@ -431,6 +432,7 @@ pub(super) fn put_run_fields(run: &Run, buf: &mut Vec<u8>) {
     put_ts(5, run.deadline, buf);
 }
 
+#[cfg(test)]
 pub(super) fn run_to_proto(run: Run) -> v1::RunRecord {
     v1::RunRecord {
         run_id: run.run_id,
@@ -498,6 +500,7 @@ fn lane_from_proto(lane: i32) -> Result<Lane, DecodeError> {
 }
 
 /// JSON text of a core value: cannot fail, keys are strings.
+#[cfg(test)]
 fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("JSON values serialize")
 }
@@ -505,61 +508,135 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
 /// Field number of `OfferRecord.stages`.
 const OFFER_STAGES: u32 = 4;
 
-/// Appends an offer record in protobuf to `buf`. The stage slots are written as the map's
-/// entries (`{string key = 1; SlotRecord value = 2}`, in name order, after
-/// the other fields) straight from the record, not through a map of
-/// messages built for the purpose: the record is written at every step of
-/// an offer.
+/// Appends an offer record in protobuf to `buf`, straight from the record
+/// (the record is written at every step of an offer): its fields in field
+/// order, then the stage slots as the map's entries (`{string key = 1;
+/// SlotRecord value = 2}`, in name order, a default key or value left out
+/// as prost leaves it). Byte for byte what the generated messages gave
+/// when they were built for it (`encode_offer_via_prost`, tested), less
+/// their copies of the body, the states and every string.
 fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
-    use prost::encoding::{
-        encode_key, encode_varint, encoded_len_varint, key_len, message, string,
-    };
-    let head = offer_to_proto(r);
+    put_uint(1, r.version, buf);
+    put_json(2, &*r.body, buf);
+    put_ts(3, r.updated_at, buf);
+    if !r.guard.is_default() {
+        put_message(5, buf, |buf| {
+            if let Some(t) = r.guard.window_start {
+                put_ts(1, t, buf);
+            }
+            put_uint(2, r.guard.runs.into(), buf);
+            if let Some(t) = r.guard.parked_until {
+                put_ts(3, t, buf);
+            }
+        });
+    }
+    put_bool(6, r.deleted, buf);
+    for (name, slot) in &r.stages {
+        put_message(OFFER_STAGES, buf, |buf| {
+            put_str(1, name, buf);
+            let at = buf.len();
+            put_message(2, buf, |buf| put_slot(slot, buf));
+            // An empty value: its key and a zero length, which prost leaves out.
+            if buf.len() == at + 2 {
+                buf.truncate(at);
+            }
+        });
+    }
+}
+
+/// A JSON value as a `bytes` field of its text (never empty: `null` at least).
+fn put_json<T: serde::Serialize + ?Sized>(tag: u32, value: &T, buf: &mut Vec<u8>) {
+    put_message(tag, buf, |buf| {
+        // Core JSON values serialize: keys are strings.
+        let _ = serde_json::to_writer(buf, value);
+    });
+}
+
+/// A stage slot's fields as prost writes `slot_to_proto`'s message.
+fn put_slot(s: &SlotRecord, buf: &mut Vec<u8>) {
+    let phase = i32::from(phase_to_proto(s.slot.phase));
+    put_uint(1, u64::try_from(phase).unwrap_or_default(), buf);
+    if let Some(state) = s.state.as_deref() {
+        put_json(2, state, buf);
+    }
+    if let Some(t) = s.timer() {
+        put_ts(3, t, buf);
+    }
+    let lane = i32::from(lane_to_proto(s.lane));
+    put_uint(4, u64::try_from(lane).unwrap_or_default(), buf);
+    if let Some(t) = s.queued_at() {
+        put_ts(5, t, buf);
+    }
+    if let Some(run) = s.slot.run() {
+        put_message(6, buf, |buf| put_run_fields(run, buf));
+    }
+    put_uint(7, s.run_version, buf);
+    put_uint(8, s.slot.run_seq, buf);
+    put_uint(9, s.slot.pass_seq, buf);
+    put_uint(10, s.slot.failures.into(), buf);
+    if let Some(t) = s.slot.wake_at() {
+        put_ts(11, t, buf);
+    }
+    if let Some(error) = s.slot.last_error() {
+        put_bytes(12, error.as_bytes(), buf);
+    }
+    if let Some(t) = s.slot.failed_at() {
+        put_ts(13, t, buf);
+    }
+    if let Some(source) = s.source() {
+        put_bytes(14, source.as_bytes(), buf);
+    }
+}
+
+/// Whether [`encode_offer_into`] writes `r` byte for byte as the
+/// generated messages did (for tests elsewhere in the crate).
+#[cfg(test)]
+pub(crate) fn offer_written_as_prost(r: &OfferRecord) -> bool {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    encode_offer_into(r, &mut ours);
+    encode_offer_via_prost(r, &mut theirs);
+    ours == theirs
+}
+
+/// The offer record as the generated messages wrote it: the reference
+/// [`encode_offer_into`] is tested against.
+#[cfg(test)]
+fn encode_offer_via_prost(r: &OfferRecord, buf: &mut Vec<u8>) {
+    use prost::encoding::{encode_key, encode_varint, message, string};
     let slots: Vec<(&String, offer_record::SlotRecord)> = r
         .stages
         .iter()
         .map(|(name, slot)| (name, slot_to_proto(slot)))
         .collect();
-    // Like prost's map encoding: a default key or value is left out.
-    let entry_len = |name: &String, slot: &offer_record::SlotRecord| {
+    encode_into(&offer_to_proto(r), Format::Protobuf, buf);
+    for (name, slot) in &slots {
         let key = if name.is_empty() {
             0
         } else {
             string::encoded_len(1, name)
         };
-        let value = if *slot == offer_record::SlotRecord::default() {
+        let empty = *slot == offer_record::SlotRecord::default();
+        let value = if empty {
             0
         } else {
             message::encoded_len(2, slot)
         };
-        key + value
-    };
-    encode_into(&head, Format::Protobuf, buf);
-    buf.reserve(
-        slots
-            .iter()
-            .map(|(name, slot)| {
-                let n = entry_len(name, slot);
-                key_len(OFFER_STAGES) + encoded_len_varint(n as u64) + n
-            })
-            .sum::<usize>(),
-    );
-    for (name, slot) in &slots {
         encode_key(
             OFFER_STAGES,
             prost::encoding::WireType::LengthDelimited,
             buf,
         );
-        encode_varint(entry_len(name, slot) as u64, buf);
+        encode_varint((key + value) as u64, buf);
         if !name.is_empty() {
             string::encode(1, name, buf);
         }
-        if *slot != offer_record::SlotRecord::default() {
+        if !empty {
             message::encode(2, slot, buf);
         }
     }
 }
 
+#[cfg(test)]
 fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     offer_record::SlotRecord {
@@ -580,8 +657,9 @@ fn slot_to_proto(s: &SlotRecord) -> offer_record::SlotRecord {
     }
 }
 
-/// An offer record as a message, without its stage slots ([`encode_offer`]
-/// writes those).
+/// An offer record as a message, without its stage slots
+/// ([`encode_offer_via_prost`] writes those).
+#[cfg(test)]
 fn offer_to_proto(r: &OfferRecord) -> v1::OfferRecord {
     let ts = |t: &Option<jiff::Timestamp>| t.map(timestamp_to_proto);
     v1::OfferRecord {
@@ -832,6 +910,9 @@ mod tests {
             .collect();
             let mut bytes = Vec::new();
             encode_value_into("o", Value::Offer(Box::new(record.clone())), &mut bytes);
+            let mut reference = Vec::new();
+            encode_offer_via_prost(&record, &mut reference);
+            prop_assert_eq!(&bytes, &reference);
             prop_assert_eq!(decode_offer_record(&bytes).unwrap(), record);
         }
     }
@@ -1016,6 +1097,36 @@ mod tests {
             key: key.into(),
             value: value.map(Value::Rescan),
         }
+    }
+
+    /// Every field set, a deleted offer at rest, and lengths of one to
+    /// three bytes: written straight as the generated messages wrote them.
+    #[test]
+    fn an_offer_record_is_written_as_prost_writes_it() {
+        let full = offer_record();
+        assert!(offer_written_as_prost(&full));
+        let mut deleted = full.clone();
+        deleted.deleted = true;
+        deleted.guard = Guard::default();
+        deleted.stages = std::iter::empty().collect();
+        assert!(offer_written_as_prost(&deleted));
+        let mut large = full.clone();
+        let mut body = (*large.body).clone();
+        body.insert("text".into(), serde_json::json!("x".repeat(20_000)));
+        large.body = body.into();
+        let unnamed = SlotRecord::from(SlotFields {
+            state: Some(serde_json::json!("y".repeat(300)).into()),
+            source: Some(String::new()),
+            ..SlotFields::default()
+        });
+        large.stages = (large.stages.iter())
+            .map(|(name, slot)| (name.clone(), slot.clone()))
+            .chain([(String::new(), unnamed)])
+            .collect();
+        assert!(offer_written_as_prost(&large));
+        let mut bytes = Vec::new();
+        encode_value_into("o", Value::Offer(Box::new(large.clone())), &mut bytes);
+        assert_eq!(decode_offer_record(&bytes).unwrap(), large);
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub mod validate;
 mod wire;
 
 #[cfg(test)]
+pub(crate) use changelog::offer_written_as_prost as offer_record_written_as_prost;
+#[cfg(test)]
 pub(crate) use process::written_as_prost as key_record_written_as_prost;
 
 #[cfg(test)]
