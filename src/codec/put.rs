@@ -9,6 +9,7 @@ use super::time::timestamp_to_proto;
 
 /// Wire types.
 const VARINT: u64 = 0;
+const SIXTY_FOUR_BIT: u64 = 1;
 const LENGTH_DELIMITED: u64 = 2;
 
 /// A varint, pushed byte by byte (prost's writer goes through `BufMut`,
@@ -58,6 +59,12 @@ pub(super) fn put_message(tag: u32, buf: &mut Vec<u8>, write: impl FnOnce(&mut V
         put_varint(len as u64, &mut prefix);
         buf.splice(at..=at, prefix);
     }
+}
+
+/// A `double` field, written whatever its value (a oneof member).
+pub(super) fn put_double(tag: u32, value: f64, buf: &mut Vec<u8>) {
+    put_key(tag, SIXTY_FOUR_BIT, buf);
+    buf.extend_from_slice(&value.to_le_bytes());
 }
 
 /// A `sint64` field (zigzag); zero is left out.

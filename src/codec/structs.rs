@@ -15,13 +15,12 @@
 use std::collections::BTreeMap;
 
 use pbjson_types::value::Kind;
-use prost::encoding::{encode_key, encode_varint, key_len, WireType};
 use prost::Message;
 use serde::Serialize;
 use serde_json::{Map, Number, Value as Json};
 
 use super::error::DecodeError;
-use super::put::{delimited_len, put_bytes, put_len};
+use super::put::{put_bytes, put_double, put_message, put_varint_field};
 use super::wire::{encode_into, Format};
 use crate::offer::{normalize, normalize_body, Body};
 
@@ -219,41 +218,24 @@ fn json_with<M: Serialize>(message: &M, fields: &[(u32, &'static str, JsonField<
     json
 }
 
-/// Appends `fields` to a protobuf encoding. Lengths are computed first
-/// and every value is written straight into `buf` (no buffer per value).
+/// Appends `fields` to a protobuf encoding, every value written straight
+/// into `buf` and each message's length put in front once it is written
+/// ([`put_message`]): nothing is measured first (measuring visited every
+/// nested value once per level above it, and the body is written into
+/// every offer state and stage run).
 pub(super) fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
-    buf.reserve(fields.iter().map(field_len).sum());
     for (tag, _, field) in fields {
         match field {
-            JsonField::Struct(body) => {
-                put_len(*tag, struct_len(body), buf);
-                put_struct(body, buf);
-            }
-            JsonField::Value(v) => {
-                put_len(*tag, value_len(v), buf);
-                put_value(v, buf);
-            }
+            JsonField::Struct(body) => put_message(*tag, buf, |buf| put_struct(body, buf)),
+            JsonField::Value(v) => put_message(*tag, buf, |buf| put_value(v, buf)),
             // A map is a repeated entry message {key = 1, value = 2}; the
             // BTreeMap gives key order.
             JsonField::ValueMap(map) => {
                 for (k, v) in *map {
-                    put_len(*tag, entry_len(k, v), buf);
-                    put_entry(k, v, buf);
+                    put_message(*tag, buf, |buf| put_entry(k, v, buf));
                 }
             }
         }
-    }
-}
-
-/// Bytes [`put_fields`] writes for one field.
-fn field_len((tag, _, field): &(u32, &'static str, JsonField<'_>)) -> usize {
-    match field {
-        JsonField::Struct(body) => delimited_len(*tag, struct_len(body)),
-        JsonField::Value(v) => delimited_len(*tag, value_len(v)),
-        JsonField::ValueMap(map) => map
-            .iter()
-            .map(|(k, v)| delimited_len(*tag, entry_len(k, v)))
-            .sum(),
     }
 }
 
@@ -267,18 +249,11 @@ fn in_key_order(body: &Body) -> Vec<(&String, &Json)> {
     members
 }
 
-/// A `Struct`: `map<string, Value> fields = 1`, in key order.
+/// A `Struct`'s fields: `map<string, Value> fields = 1`, in key order.
 fn put_struct(body: &Body, buf: &mut Vec<u8>) {
     for (k, v) in in_key_order(body) {
-        put_len(1, entry_len(k, v), buf);
-        put_entry(k, v, buf);
+        put_message(1, buf, |buf| put_entry(k, v, buf));
     }
-}
-
-fn struct_len(body: &Body) -> usize {
-    body.iter()
-        .map(|(k, v)| delimited_len(1, entry_len(k, v)))
-        .sum()
 }
 
 /// A map entry `{string key = 1; Value value = 2}`; like prost, an empty key
@@ -287,65 +262,24 @@ fn put_entry(key: &str, value: &Json, buf: &mut Vec<u8>) {
     if !key.is_empty() {
         put_bytes(1, key.as_bytes(), buf);
     }
-    put_len(2, value_len(value), buf);
-    put_value(value, buf);
-}
-
-fn entry_len(key: &str, value: &Json) -> usize {
-    let key = if key.is_empty() {
-        0
-    } else {
-        delimited_len(1, key.len())
-    };
-    key + delimited_len(2, value_len(value))
+    put_message(2, buf, |buf| put_value(value, buf));
 }
 
 /// A `Value`: a oneof, so the member is written even when it is zero.
 fn put_value(json: &Json, buf: &mut Vec<u8>) {
     match json {
-        Json::Null => {
-            encode_key(1, WireType::Varint, buf);
-            encode_varint(0, buf);
-        }
-        Json::Number(n) => {
-            encode_key(2, WireType::SixtyFourBit, buf);
-            buf.extend_from_slice(&as_f64(n).to_le_bytes());
-        }
+        Json::Null => put_varint_field(1, 0, buf),
+        Json::Number(n) => put_double(2, as_f64(n), buf),
         Json::String(s) => put_bytes(3, s.as_bytes(), buf),
-        Json::Bool(b) => {
-            encode_key(4, WireType::Varint, buf);
-            encode_varint(u64::from(*b), buf);
-        }
-        Json::Object(map) => {
-            put_len(5, struct_len(map), buf);
-            put_struct(map, buf);
-        }
-        Json::Array(items) => {
-            // ListValue: `repeated Value values = 1`.
-            put_len(6, list_len(items), buf);
+        Json::Bool(b) => put_varint_field(4, u64::from(*b), buf),
+        Json::Object(map) => put_message(5, buf, |buf| put_struct(map, buf)),
+        // ListValue: `repeated Value values = 1`.
+        Json::Array(items) => put_message(6, buf, |buf| {
             for item in items {
-                put_len(1, value_len(item), buf);
-                put_value(item, buf);
+                put_message(1, buf, |buf| put_value(item, buf));
             }
-        }
+        }),
     }
-}
-
-fn value_len(json: &Json) -> usize {
-    match json {
-        Json::Null | Json::Bool(_) => key_len(1) + 1,
-        Json::Number(_) => key_len(2) + 8,
-        Json::String(s) => delimited_len(3, s.len()),
-        Json::Object(map) => delimited_len(5, struct_len(map)),
-        Json::Array(items) => delimited_len(6, list_len(items)),
-    }
-}
-
-fn list_len(items: &[Json]) -> usize {
-    items
-        .iter()
-        .map(|item| delimited_len(1, value_len(item)))
-        .sum()
 }
 
 #[cfg(test)]
@@ -428,22 +362,157 @@ mod tests {
         crate::codec::tests::json_with(number.boxed(), "[a-zé ]{0,300}", "[a-z]{0,4}")
     }
 
+    /// The writer before [`put_fields`] wrote in place: every length
+    /// measured first, then the bytes (the reference the in-place writer is
+    /// tested against; its own bytes are tested against prost's decoding).
+    mod measured {
+        use super::super::*;
+        use crate::codec::put::{delimited_len, put_len};
+        use prost::encoding::{encode_key, encode_varint, key_len, WireType};
+
+        pub fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mut Vec<u8>) {
+            buf.reserve(fields.iter().map(field_len).sum());
+            for (tag, _, field) in fields {
+                match field {
+                    JsonField::Struct(body) => {
+                        put_len(*tag, struct_len(body), buf);
+                        put_struct(body, buf);
+                    }
+                    JsonField::Value(v) => {
+                        put_len(*tag, value_len(v), buf);
+                        put_value(v, buf);
+                    }
+                    JsonField::ValueMap(map) => {
+                        for (k, v) in *map {
+                            put_len(*tag, entry_len(k, v), buf);
+                            put_entry(k, v, buf);
+                        }
+                    }
+                }
+            }
+        }
+
+        pub fn field_len((tag, _, field): &(u32, &'static str, JsonField<'_>)) -> usize {
+            match field {
+                JsonField::Struct(body) => delimited_len(*tag, struct_len(body)),
+                JsonField::Value(v) => delimited_len(*tag, value_len(v)),
+                JsonField::ValueMap(map) => map
+                    .iter()
+                    .map(|(k, v)| delimited_len(*tag, entry_len(k, v)))
+                    .sum(),
+            }
+        }
+
+        fn put_struct(body: &Body, buf: &mut Vec<u8>) {
+            for (k, v) in in_key_order(body) {
+                put_len(1, entry_len(k, v), buf);
+                put_entry(k, v, buf);
+            }
+        }
+
+        fn struct_len(body: &Body) -> usize {
+            body.iter()
+                .map(|(k, v)| delimited_len(1, entry_len(k, v)))
+                .sum()
+        }
+
+        fn put_entry(key: &str, value: &Json, buf: &mut Vec<u8>) {
+            if !key.is_empty() {
+                put_bytes(1, key.as_bytes(), buf);
+            }
+            put_len(2, value_len(value), buf);
+            put_value(value, buf);
+        }
+
+        fn entry_len(key: &str, value: &Json) -> usize {
+            let key = if key.is_empty() {
+                0
+            } else {
+                delimited_len(1, key.len())
+            };
+            key + delimited_len(2, value_len(value))
+        }
+
+        pub fn put_value(json: &Json, buf: &mut Vec<u8>) {
+            match json {
+                Json::Null => {
+                    encode_key(1, WireType::Varint, buf);
+                    encode_varint(0, buf);
+                }
+                Json::Number(n) => {
+                    encode_key(2, WireType::SixtyFourBit, buf);
+                    buf.extend_from_slice(&as_f64(n).to_le_bytes());
+                }
+                Json::String(s) => put_bytes(3, s.as_bytes(), buf),
+                Json::Bool(b) => {
+                    encode_key(4, WireType::Varint, buf);
+                    encode_varint(u64::from(*b), buf);
+                }
+                Json::Object(map) => {
+                    put_len(5, struct_len(map), buf);
+                    put_struct(map, buf);
+                }
+                Json::Array(items) => {
+                    put_len(6, list_len(items), buf);
+                    for item in items {
+                        put_len(1, value_len(item), buf);
+                        put_value(item, buf);
+                    }
+                }
+            }
+        }
+
+        pub fn value_len(json: &Json) -> usize {
+            match json {
+                Json::Null | Json::Bool(_) => key_len(1) + 1,
+                Json::Number(_) => key_len(2) + 8,
+                Json::String(s) => delimited_len(3, s.len()),
+                Json::Object(map) => delimited_len(5, struct_len(map)),
+                Json::Array(items) => delimited_len(6, list_len(items)),
+            }
+        }
+
+        fn list_len(items: &[Json]) -> usize {
+            items
+                .iter()
+                .map(|item| delimited_len(1, value_len(item)))
+                .sum()
+        }
+    }
+
     proptest::proptest! {
-        /// Lengths are computed apart from the bytes: they must agree, and
-        /// what is written must decode as prost reads it.
+        /// Written in place, a value is byte for byte what the measured
+        /// writer wrote (its lengths agreeing with its bytes), and decodes
+        /// as prost reads it; the same for a field of it, a body, a map.
         #[test]
-        fn lengths_match_the_bytes_and_values_round_trip(value in any_json()) {
+        fn values_are_written_as_measured_and_round_trip(value in any_json()) {
             let mut buf = Vec::new();
             put_value(&value, &mut buf);
-            proptest::prop_assert_eq!(buf.len(), value_len(&value));
+            let mut reference = Vec::new();
+            measured::put_value(&value, &mut reference);
+            proptest::prop_assert_eq!(&buf, &reference);
+            proptest::prop_assert_eq!(reference.len(), measured::value_len(&value));
             let decoded = pbjson_types::Value::decode(buf.as_slice()).unwrap();
             let mut expected = value.clone();
             normalize(&mut expected);
             proptest::prop_assert_eq!(json_from_value("v", decoded).unwrap(), expected);
-            let field = [(3, "body", JsonField::Value(&value))];
-            let mut fields = Vec::new();
-            put_fields(&field, &mut fields);
-            proptest::prop_assert_eq!(fields.len(), field_len(&field[0]));
+            let body: Body = match &value {
+                Json::Object(map) => map.clone(),
+                other => [("v".to_string(), other.clone())].into_iter().collect(),
+            };
+            let states: BTreeMap<String, crate::stage::State> =
+                [("a".to_string(), value.clone().into()), ("b".to_string(), Json::Null.into())].into();
+            let fields = [
+                (3, "body", JsonField::Struct(&body)),
+                (24, "state", JsonField::Value(&value)),
+                (6, "states", JsonField::ValueMap(&states)),
+            ];
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            put_fields(&fields, &mut ours);
+            measured::put_fields(&fields, &mut theirs);
+            proptest::prop_assert_eq!(&ours, &theirs);
+            let len: usize = fields.iter().map(measured::field_len).sum();
+            proptest::prop_assert_eq!(theirs.len(), len);
         }
     }
 
