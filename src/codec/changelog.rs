@@ -10,8 +10,8 @@ use prost::encoding::message;
 
 use super::error::DecodeError;
 use super::put::{
-    delimited_len, put_bool, put_bytes, put_len, put_message, put_str, put_ts, put_uint, str_len,
-    ts_len, uint_len,
+    delimited_len, put_bool, put_bytes, put_json, put_len, put_message, put_str, put_ts, put_uint,
+    str_len, ts_len, uint_len,
 };
 use super::time::{
     optional_ts, put_ts_entry, required_ts, timestamp_to_proto, ts_entry_room, ts_map, ParamKey,
@@ -542,14 +542,6 @@ fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
             }
         });
     }
-}
-
-/// A JSON value as a `bytes` field of its text (never empty: `null` at least).
-fn put_json<T: serde::Serialize + ?Sized>(tag: u32, value: &T, buf: &mut Vec<u8>) {
-    put_message(tag, buf, |buf| {
-        // Core JSON values serialize: keys are strings.
-        let _ = serde_json::to_writer(buf, value);
-    });
 }
 
 /// A stage slot's fields as prost writes `slot_to_proto`'s message.

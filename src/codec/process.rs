@@ -5,7 +5,8 @@
 
 use super::error::DecodeError;
 use super::put::{
-    put_bool, put_bytes, put_message, put_sint, put_str, put_ts, put_uint, put_varint_field, zigzag,
+    put_bool, put_bytes, put_json, put_message, put_sint, put_str, put_ts, put_uint,
+    put_varint_field, zigzag,
 };
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use crate::offer::{normalize_body, Body};
@@ -18,7 +19,7 @@ use crate::proto::v1::key_record;
 use crate::run::RunSlot;
 
 /// JSON text of an object as the generated message holds it (empty for an
-/// empty object): the reference of [`put_json`].
+/// empty object): the reference of [`put_object`].
 #[cfg(test)]
 fn json_text(body: &Body) -> Vec<u8> {
     if body.is_empty() {
@@ -79,7 +80,7 @@ pub(super) fn encode_key_record_into(r: &KeyRecord, buf: &mut Vec<u8>) {
     }
     for l in &r.waiting {
         put_message(3, buf, |buf| {
-            put_json(1, &l.params, buf);
+            put_object(1, &l.params, buf);
             put_str(2, <&str>::from(l.position), buf);
             put_uint(3, lane_to_proto(l.lane).into(), buf);
             if let Some(priority) = l.priority {
@@ -97,7 +98,7 @@ pub(super) fn encode_key_record_into(r: &KeyRecord, buf: &mut Vec<u8>) {
             put_uint(1, o.n, buf);
             put_str(2, o.status.as_str(), buf);
             put_ts(3, o.finished_at, buf);
-            put_json(4, &o.context, buf);
+            put_object(4, &o.context, buf);
             if let Some(error) = &o.error {
                 put_bytes(5, error.as_bytes(), buf);
             }
@@ -109,27 +110,23 @@ pub(super) fn encode_key_record_into(r: &KeyRecord, buf: &mut Vec<u8>) {
     put_bool(5, r.goal, buf);
 }
 
-/// A JSON object field as `json_text` gives it (an empty one left out),
-/// written straight into `buf`.
-fn put_json(tag: u32, body: &Body, buf: &mut Vec<u8>) {
+/// A JSON object field as `json_text` gives it: an empty one left out.
+fn put_object(tag: u32, body: &Body, buf: &mut Vec<u8>) {
     if !body.is_empty() {
-        // A map of JSON values with string keys always serializes.
-        put_message(tag, buf, |buf| {
-            let _ = serde_json::to_writer(buf, body);
-        });
+        put_json(tag, body, buf);
     }
 }
 
 /// An instance's fields as prost writes `instance_to_proto`'s message.
 fn put_instance(i: &InstanceRecord, buf: &mut Vec<u8>) {
     put_uint(1, i.n, buf);
-    put_json(2, &i.params, buf);
-    put_json(3, &i.context, buf);
+    put_object(2, &i.params, buf);
+    put_object(3, &i.context, buf);
     for step in &i.chain {
         put_message(4, buf, |buf| {
             put_str(1, &step.job, buf);
             if let Some(params) = &step.params {
-                put_json(2, params, buf);
+                put_object(2, params, buf);
             }
         });
     }

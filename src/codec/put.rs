@@ -61,6 +61,15 @@ pub(super) fn put_message(tag: u32, buf: &mut Vec<u8>, write: impl FnOnce(&mut V
     }
 }
 
+/// A JSON value as a `bytes` field of its text, written whatever it holds
+/// (its text is never empty: `null` at least).
+pub(super) fn put_json<T: serde::Serialize + ?Sized>(tag: u32, value: &T, buf: &mut Vec<u8>) {
+    put_message(tag, buf, |buf| {
+        // Core JSON values serialize: their keys are strings.
+        let _ = serde_json::to_writer(buf, value);
+    });
+}
+
 /// A `double` field, written whatever its value (a oneof member).
 pub(super) fn put_double(tag: u32, value: f64, buf: &mut Vec<u8>) {
     put_key(tag, SIXTY_FOUR_BIT, buf);
