@@ -7,6 +7,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::ProducerContext;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
@@ -138,7 +139,39 @@ impl ProducerContext for DeliveryContext {
     fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
         if let Err((e, message)) = result {
             self.failures.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
+            if is_purged(e) {
+                // An aborted transaction purges every record it held; the
+                // batch is redone and the abort logged once. A warning per
+                // record was one line per record of the batch.
+                tracing::debug!(topic = message.topic(), partition = message.partition(), error = %e, "record purged with its aborted transaction");
+            } else {
+                tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
+            }
         }
+    }
+}
+
+/// Whether a failed delivery is a record purged from the producer's queues
+/// (as aborting a transaction does), not a delivery the brokers refused.
+fn is_purged(e: &KafkaError) -> bool {
+    matches!(
+        e,
+        KafkaError::MessageProduction(
+            RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purged_records_are_told_from_failed_deliveries() {
+        let e = |code| KafkaError::MessageProduction(code);
+        assert!(is_purged(&e(RDKafkaErrorCode::PurgeQueue)));
+        assert!(is_purged(&e(RDKafkaErrorCode::PurgeInflight)));
+        assert!(!is_purged(&e(RDKafkaErrorCode::MessageTimedOut)));
+        assert!(!is_purged(&KafkaError::Canceled));
     }
 }
