@@ -5,8 +5,10 @@ use jiff::Timestamp;
 
 use super::error::{non_empty, DecodeError};
 use super::limits::check_name;
+use super::put::{put_bool, put_bytes, put_str, put_ts, put_uint};
 use super::structs::{
-    body_from_struct, encode_with_json, encode_with_json_into, json_from_value, JsonField,
+    body_from_struct, encode_with_json, encode_with_json_into, json_from_value, put_fields,
+    JsonField,
 };
 use super::time::{required_ts, timestamp_to_proto};
 use super::validate;
@@ -113,7 +115,36 @@ pub fn encode_offer_state_into(
     format: Format,
     buf: &mut Vec<u8>,
 ) {
-    let m = v1::OfferState {
+    let fields = [
+        (3, "body", JsonField::Struct(&state.body)),
+        (6, "states", JsonField::ValueMap(&state.states)),
+    ];
+    match format {
+        // Written straight from the state, in the order prost writes the
+        // message (its fields by tag, then the body and states): an offer
+        // state is written at every step of an offer, and copying its id,
+        // cause and changed fields into the generated message came first.
+        Format::Protobuf => {
+            put_str(1, &state.offer, buf);
+            put_uint(2, state.version, buf);
+            put_str(4, &state.cause, buf);
+            for field in &state.changed_fields {
+                put_bytes(5, field.as_bytes(), buf);
+            }
+            put_bool(7, state.deleted, buf);
+            put_ts(8, at, buf);
+            put_fields(&fields, buf);
+        }
+        Format::Json => {
+            encode_with_json_into(&offer_state_message(state, at), &fields, format, buf)
+        }
+    }
+}
+
+/// An offer state as the generated message, without its body and states
+/// (for JSON, and the reference the straight writing is tested against).
+fn offer_state_message(state: &OfferState, at: Timestamp) -> v1::OfferState {
+    v1::OfferState {
         offer_id: state.offer.clone(),
         version: state.version,
         cause: state.cause.clone(),
@@ -121,16 +152,7 @@ pub fn encode_offer_state_into(
         deleted: state.deleted,
         committed_at: Some(timestamp_to_proto(at)),
         ..Default::default()
-    };
-    encode_with_json_into(
-        &m,
-        &[
-            (3, "body", JsonField::Struct(&state.body)),
-            (6, "states", JsonField::ValueMap(&state.states)),
-        ],
-        format,
-        buf,
-    );
+    }
 }
 
 /// Decodes an `OfferState` and its commit time (protobuf or JSON), for
@@ -165,6 +187,45 @@ mod tests {
     use crate::codec::structs::{struct_from_body, value_from_json};
     use prost::Message;
     use serde_json::json;
+
+    proptest::proptest! {
+        /// Written straight from the state, an offer state is byte for
+        /// byte what prost writes for the message, body and states after it.
+        #[test]
+        fn an_offer_state_is_written_as_prost_writes_it(
+            offer in "[a-z0-9/]{0,8}",
+            version in proptest::prelude::any::<u64>(),
+            cause in "[a-z:]{0,10}",
+            changed in proptest::collection::vec("[a-z]{0,6}", 0..4),
+            deleted in proptest::prelude::any::<bool>(),
+            seen in proptest::collection::btree_map("[a-z]{0,4}", -1000i64..1000, 0..4),
+            long in 0usize..300,
+            at in -100_000i64..100_000_000_000,
+        ) {
+            let state = OfferState {
+                offer,
+                version,
+                body: body(json!({"price": 100, "name": "x".repeat(long)})).into(),
+                cause,
+                changed_fields: changed,
+                states: seen.into_iter().map(|(k, n)| (k, json!({"seen": n}).into())).collect(),
+                deleted,
+            };
+            let at = Timestamp::from_millisecond(at).unwrap();
+            let ours = encode_offer_state(&state, at, Format::Protobuf);
+            let mut theirs = Vec::new();
+            encode_with_json_into(
+                &offer_state_message(&state, at),
+                &[
+                    (3, "body", JsonField::Struct(&state.body)),
+                    (6, "states", JsonField::ValueMap(&state.states)),
+                ],
+                Format::Protobuf,
+                &mut theirs,
+            );
+            proptest::prop_assert_eq!(ours, theirs);
+        }
+    }
 
     fn body(v: serde_json::Value) -> Body {
         v.as_object().unwrap().clone()
