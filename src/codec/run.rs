@@ -72,14 +72,19 @@ pub fn encode_step_run_command_into(
                     + str_len(34, &command.job)
                     + str_len(RUN_SOURCE, source),
             );
-            put_str(1, &command.run_id, buf);
-            put_str(2, KIND_STEP, buf);
-            put_uint(4, command.attempt.into(), buf);
-            put_uint(5, command.pass, buf);
-            put_ts(8, command.deadline, buf);
-            put_str(9, reply_topic, buf);
-            put_str(10, &command.key, buf);
-            put_ts(11, issued_at, buf);
+            put_head(
+                &Head {
+                    run_id: &command.run_id,
+                    kind: KIND_STEP,
+                    attempt: command.attempt,
+                    pass: command.pass,
+                    deadline: command.deadline,
+                    reply_topic,
+                    reply_key: &command.key,
+                    issued_at,
+                },
+                buf,
+            );
             put_str(30, &command.process, buf);
             put_str(31, &command.key, buf);
             put_str(32, &command.instance, buf);
@@ -268,6 +273,31 @@ fn task_run_message(
     }
 }
 
+/// The fields a stage's and a step's run command share, up to `issued_at`
+/// (a task's interleaves its task name and parameters among them).
+struct Head<'a> {
+    run_id: &'a str,
+    kind: &'a str,
+    attempt: u32,
+    pass: u64,
+    deadline: Timestamp,
+    reply_topic: &'a str,
+    reply_key: &'a str,
+    issued_at: Timestamp,
+}
+
+/// [`Head`]'s fields, by tag.
+fn put_head(h: &Head<'_>, buf: &mut Vec<u8>) {
+    put_str(1, h.run_id, buf);
+    put_str(2, h.kind, buf);
+    put_uint(4, h.attempt.into(), buf);
+    put_uint(5, h.pass, buf);
+    put_ts(8, h.deadline, buf);
+    put_str(9, h.reply_topic, buf);
+    put_str(10, h.reply_key, buf);
+    put_ts(11, h.issued_at, buf);
+}
+
 /// Field numbers of `RunCommand.params` and `RunCommand.source`.
 const RUN_PARAMS: u32 = 6;
 const RUN_SOURCE: u32 = 37;
@@ -316,14 +346,19 @@ pub fn encode_stage_run_command_into(
         // step's is: copying every string into the generated message first
         // was a visible part of each stage run.
         Format::Protobuf => {
-            put_str(1, &command.run_id, buf);
-            put_str(2, KIND_STAGE, buf);
-            put_uint(4, command.attempt.into(), buf);
-            put_uint(5, command.pass, buf);
-            put_ts(8, command.deadline, buf);
-            put_str(9, reply_topic, buf);
-            put_str(10, &command.offer, buf);
-            put_ts(11, issued_at, buf);
+            put_head(
+                &Head {
+                    run_id: &command.run_id,
+                    kind: KIND_STAGE,
+                    attempt: command.attempt,
+                    pass: command.pass,
+                    deadline: command.deadline,
+                    reply_topic,
+                    reply_key: &command.offer,
+                    issued_at,
+                },
+                buf,
+            );
             put_str(20, &command.stage, buf);
             put_str(21, &command.offer, buf);
             put_uint(22, command.version, buf);
