@@ -4,7 +4,7 @@
 //! `reactor bench --workload jobs` drives them; every output is encoded as
 //! the runtime encodes it. For instruction counts that do not depend on a
 //! noisy machine:
-//! `valgrind --tool=callgrind --toggle-collect=job_path::chains target/release/examples/job_path 5000 4`
+//! `valgrind --tool=callgrind --toggle-collect=job_path::chains_through target/release/examples/job_path 5000 4`
 //! (chains, shards), then `callgrind_annotate --inclusive=yes`; divide by the
 //! chains.
 
@@ -45,7 +45,7 @@ fn main() {
     println!("{chains} chains: {runs} step runs, {records} records written");
 }
 
-/// The measured part (`--toggle-collect=job_path::chains` profiles it
+/// The measured part (`--toggle-collect=job_path::chains_through` profiles it
 /// alone): launches, answers, and the encoding of every output.
 #[inline(never)]
 fn chains_through(

@@ -115,10 +115,7 @@ pub fn encode_offer_state_into(
     format: Format,
     buf: &mut Vec<u8>,
 ) {
-    let fields = [
-        (3, "body", JsonField::Struct(&state.body)),
-        (6, "states", JsonField::ValueMap(&state.states)),
-    ];
+    let fields = offer_state_json_fields(state);
     match format {
         // Written straight from the state, in the order prost writes the
         // message (its fields by tag, then the body and states): an offer
@@ -139,6 +136,15 @@ pub fn encode_offer_state_into(
             encode_with_json_into(&offer_state_message(state, at), &fields, format, buf)
         }
     }
+}
+
+/// An offer state's body and states: JSON values, written after the
+/// generated message.
+fn offer_state_json_fields(state: &OfferState) -> [(u32, &'static str, JsonField<'_>); 2] {
+    [
+        (3, "body", JsonField::Struct(&state.body)),
+        (6, "states", JsonField::ValueMap(&state.states)),
+    ]
 }
 
 /// An offer state as the generated message, without its body and states
@@ -216,10 +222,7 @@ mod tests {
             let mut theirs = Vec::new();
             encode_with_json_into(
                 &offer_state_message(&state, at),
-                &[
-                    (3, "body", JsonField::Struct(&state.body)),
-                    (6, "states", JsonField::ValueMap(&state.states)),
-                ],
+                &offer_state_json_fields(&state),
                 Format::Protobuf,
                 &mut theirs,
             );

@@ -328,18 +328,7 @@ pub fn encode_stage_run_command_into(
     format: Format,
     buf: &mut Vec<u8>,
 ) {
-    let state = command.state.as_ref().filter(|s| !s.is_null());
-    let body = [(23, "offer", JsonField::Struct(&command.body))];
-    let with_state = state.map(|state| {
-        [
-            (23, "offer", JsonField::Struct(&command.body)),
-            (24, "state", JsonField::Value(state)),
-        ]
-    });
-    let fields: &[_] = match &with_state {
-        Some(both) => both,
-        None => &body,
-    };
+    let fields = stage_json_fields(command);
     match format {
         // Written straight from the command, in the order prost writes the
         // message (its fields by tag, then the offer and state), as a
@@ -367,15 +356,26 @@ pub fn encode_stage_run_command_into(
                 command.source.as_deref().unwrap_or_default(),
                 buf,
             );
-            put_fields(fields, buf);
+            put_fields(&fields, buf);
         }
         Format::Json => encode_with_json_into(
             &stage_run_message(command, reply_topic, issued_at),
-            fields,
+            &fields,
             format,
             buf,
         ),
     }
+}
+
+/// A stage's offer and state (a `null` one left out): JSON values, written
+/// after the generated message.
+fn stage_json_fields(command: &StageRunCommand) -> Vec<(u32, &'static str, JsonField<'_>)> {
+    let mut fields = Vec::with_capacity(2);
+    fields.push((23, "offer", JsonField::Struct(&command.body)));
+    if let Some(state) = command.state.as_ref().filter(|s| !s.is_null()) {
+        fields.push((24, "state", JsonField::Value(state)));
+    }
+    fields
 }
 
 /// A stage's run command as the generated message, without its offer and
@@ -635,14 +635,10 @@ mod tests {
             };
             let issued = ts("2021-04-25T04:00:00.25Z");
             let ours = encode_stage_run_command(&command, "reactor.results", issued, Format::Protobuf);
-            let mut fields = vec![(23, "offer", JsonField::Struct(&command.body))];
-            if let Some(state) = command.state.as_ref().filter(|s| !s.is_null()) {
-                fields.push((24, "state", JsonField::Value(state)));
-            }
             let mut theirs = Vec::new();
             encode_with_json_into(
                 &stage_run_message(&command, "reactor.results", issued),
-                &fields,
+                &stage_json_fields(&command),
                 Format::Protobuf,
                 &mut theirs,
             );
