@@ -17,7 +17,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // The tools' paths name library modules as `crate::…`; these imports make
 // those names the library's.
 use reactor::{
-    action, clock, codec, config, ctl, duration, engine, kafka, offer, proto, run, runtime, service,
+    action, clock, codec, config, ctl, duration, engine, kafka, offer, proto, router, run, runtime,
+    service, shell,
 };
 
 use std::process::ExitCode;
@@ -99,6 +100,25 @@ fn main() -> ExitCode {
             match bench::recovery::run(&args) {
                 Ok(report) => {
                     println!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Bench(args) if args.workload == bench::Workload::OfferMemory => {
+            reactor::cli::init_logs(false);
+            let (offers, stages, partitions) = (args.memory_offers, args.stages, args.partitions);
+            let measured = if args.in_process {
+                bench::offer_memory::measure(offers, stages, partitions)
+            } else {
+                bench::offer_memory::in_child(offers, stages, partitions)
+            };
+            match measured {
+                Ok(m) => {
+                    println!("{m}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

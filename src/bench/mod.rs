@@ -30,6 +30,7 @@ mod cluster;
 mod failover;
 mod instance;
 mod jobs;
+pub mod offer_memory;
 mod offers;
 pub mod recovery;
 mod report;
@@ -78,6 +79,10 @@ pub enum Workload {
     /// shutdown and restarted with the same instance id (needs `--brokers`
     /// of a broker with static membership: kfake, Apache Kafka).
     Failover,
+    /// Resident memory per offer of the shards alone, without Kafka (`--memory-offers`
+    /// offers through `--stages` stages on `--partitions` shards), in a
+    /// process of its own; the offers workload reports it too (not part of `all`).
+    OfferMemory,
 }
 
 impl Workload {
@@ -151,6 +156,11 @@ pub struct BenchArgs {
     /// of the offers throughput, at most 2000.
     #[arg(long)]
     pub offer_latency_rate: Option<f64>,
+    /// Offers the memory per offer is measured with (the offers workload
+    /// and `offer-memory`): fewer would measure the allocator's first
+    /// segments and the tables' first sizes more than the offers.
+    #[arg(long, default_value_t = 100_000)]
+    pub memory_offers: usize,
     /// Stages every offer change goes through in the offers workload.
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
@@ -171,6 +181,10 @@ pub struct BenchArgs {
     /// and jobs: 1000 and 100; recovery: 20,000 instances).
     #[arg(long)]
     pub quick: bool,
+    /// Measure `offer-memory` in this process rather than in a child (the
+    /// child's own flag; under callgrind it counts the work per offer).
+    #[arg(long, hide = true)]
+    pub in_process: bool,
     /// Failed process instances the recovery workload seeds and recovers.
     #[arg(long, default_value_t = 1_000_000)]
     pub recovery_instances: usize,
@@ -198,6 +212,7 @@ impl Default for BenchArgs {
             commit_interval: crate::duration::Duration::from_millis(100),
             timeout: crate::duration::Duration::from_secs(60),
             offer_changes: 150_000,
+            memory_offers: 100_000,
             offer_latency_changes: 500,
             offer_latency_rate: None,
             stages: 5,
@@ -206,6 +221,7 @@ impl Default for BenchArgs {
             chain_latency_rate: None,
             baseline_changes: 5_000_000,
             quick: false,
+            in_process: false,
             recovery_instances: 1_000_000,
             recovery_partitions: 6,
             recovery_live_rate: 200.0,
@@ -370,7 +386,11 @@ impl Plan {
                 )));
             }
         }
+        if args.memory_offers == 0 {
+            return Err(Error::Args("--memory-offers must be at least 1".into()));
+        }
         Ok(OffersPlan {
+            memory_offers: args.memory_offers,
             changes,
             latency_changes,
             latency_rate: args.offer_latency_rate,
@@ -993,6 +1013,7 @@ mod tests {
             latency_rate: Some(200.0),
             partitions: 2,
             offer_changes: 30,
+            memory_offers: 50,
             offer_latency_changes: 10,
             offer_latency_rate: Some(50.0),
             chains: 30,

@@ -47,6 +47,8 @@ pub(super) struct OffersPlan {
     pub latency_rate: Option<f64>,
     /// Stages every change goes through.
     pub stages: usize,
+    /// Offers the memory per offer is measured with.
+    pub memory_offers: usize,
 }
 
 /// Name of stage `k`, also the body field its worker sets.
@@ -66,24 +68,27 @@ pub(super) fn offer_index(id: &str) -> Option<usize> {
 
 /// The input records: change `i` creates offer `o{i}`.
 pub(super) fn inputs(n: usize) -> Inputs {
+    Inputs {
+        records: (0..n).map(input).collect(),
+    }
+}
+
+/// Input `i`, keyed by its offer id: the change that creates offer `o{i}`
+/// (`{"n": i, "price": …, "category": …}`).
+pub(super) fn input(i: usize) -> (String, Vec<u8>) {
     let categories = ["sport", "home", "electronics", "books"];
-    let records = (0..n)
-        .map(|i| {
-            let body = json!({
-                "n": i,
-                "price": 100 + i % 900,
-                "category": categories[i % categories.len()],
-            });
-            let change = OfferChange {
-                offer_id: offer_id(i),
-                change: Change::Body(body.as_object().cloned().unwrap_or_default()),
-                source: Some("reactor-bench".into()),
-            };
-            let value = codec::encode_offer_change(&change, Format::Protobuf);
-            (change.offer_id, value)
-        })
-        .collect();
-    Inputs { records }
+    let body = json!({
+        "n": i,
+        "price": 100 + i % 900,
+        "category": categories[i % categories.len()],
+    });
+    let change = OfferChange {
+        offer_id: offer_id(i),
+        change: Change::Body(body.as_object().cloned().unwrap_or_default()),
+        source: Some("reactor-bench".into()),
+    };
+    let value = codec::encode_offer_change(&change, Format::Protobuf);
+    (change.offer_id, value)
 }
 
 /// `stages` stages with run topics `{prefix}.s{k}`; no tasks. Each stage
@@ -105,13 +110,11 @@ pub(super) fn config(stages: usize, prefix: &str) -> Result<Config, Error> {
         .map_err(|e| Error::Config(Box::new(e)))
 }
 
-/// Bytes of the JSON of a complete offer (its body with every stage's
+/// Bytes of the JSON of offer `o{i}` complete (its body with every stage's
 /// update, and every stage's state): the raw payload Reactor holds for it.
-fn complete_offer_bytes(stages: usize) -> usize {
-    let mut body = inputs(1)
-        .records
-        .pop()
-        .and_then(|(_, v)| codec::decode_offer_change(None, Some(&v)).ok())
+pub(super) fn complete_offer_bytes(i: usize, stages: usize) -> usize {
+    let mut body = codec::decode_offer_change(None, Some(&input(i).1))
+        .ok()
         .and_then(|c| match c.change {
             Change::Body(b) => Some(b),
             _ => None,
@@ -187,6 +190,9 @@ pub(super) fn measure(
         &index_of,
     )?;
     let m = &a.phases;
+    // What an instance holds per offer, in a process of its own: this
+    // process's growth holds the in-process brokers' records too.
+    let memory = super::offer_memory::in_child(offers.memory_offers, stages, plan.partitions)?;
     // Per change: the change and one result per stage in, one run per stage
     // and one offer state more than stages out.
     let per_change = (3 * stages + 2) as f64;
@@ -209,12 +215,10 @@ pub(super) fn measure(
         records: m.throughput * per_change,
         cpu_per_record,
         cpu_by_thread,
-        memory: m.memory_added.map(|added| {
-            (
-                added as f64 / plan.changes.max(1) as f64,
-                complete_offer_bytes(stages) as f64,
-            )
-        }),
+        memory,
+        process_growth: m
+            .memory_added
+            .map(|added| added as f64 / plan.changes.max(1) as f64),
         committed: latency(&committed),
         first_run: latency(&a.first_run),
         done: m

@@ -61,9 +61,12 @@ pub struct OffersMeasurement {
     /// librdkafka clients, the harness, the mock brokers …), the largest
     /// first.
     pub cpu_by_thread: Vec<(&'static str, f64)>,
-    /// Resident memory added per offer by the throughput phase, and the raw
-    /// JSON of a complete offer (body and stage states), in bytes.
-    pub memory: Option<(f64, f64)>,
+    /// Resident memory per offer of the shards alone, with as many offers
+    /// as the throughput phase's, in a process of their own.
+    pub memory: super::offer_memory::OfferMemory,
+    /// Resident memory the whole bench process added per offer during the
+    /// throughput phase (the in-process brokers' records included).
+    pub process_growth: Option<f64>,
     /// Offer changes per second end to end (every stage answered and committed).
     pub throughput: f64,
     /// Change produced → its own `OfferState` (version 1) received, latency phase.
@@ -289,7 +292,7 @@ impl Report {
             });
         }
         if let Some(offers) = &self.offers {
-            let memory = offers.memory.and_then(|(m, raw)| ratio(m, raw));
+            let memory = ratio(offers.memory.per_offer, offers.memory.raw);
             targets.push(Target {
                 name: "memory per offer ÷ its raw payload",
                 measured: times(memory),
@@ -709,12 +712,20 @@ impl fmt::Display for Report {
                 per_task, raw
             )?;
         }
-        if let Some((per_offer, raw)) = self.offers.as_ref().and_then(|o| o.memory) {
-            writeln!(
+        if let Some(offers) = &self.offers {
+            let m = &offers.memory;
+            write!(
                 f,
-                "  - memory: {:.0} bytes resident per offer for {:.0} bytes of JSON (body and stage states) each",
-                per_offer, raw
+                "  - memory: {:.0} bytes resident per offer in the shards for {:.0} bytes of JSON (body and stage states) each, {} offers through the shards without Kafka in a process of their own (`--workload offer-memory`)",
+                m.per_offer, m.raw, m.offers
             )?;
+            if let Some(growth) = offers.process_growth {
+                write!(
+                    f,
+                    "; the bench process grew {growth:.0} bytes per offer during the offers burst, the in-process brokers' records included"
+                )?;
+            }
+            writeln!(f)?;
         }
         let duplicates = [
             ("baseline", Some(self.baseline.duplicates)),
@@ -830,7 +841,14 @@ mod tests {
                 records: 850.0,
                 cpu_per_record: None,
                 cpu_by_thread: Vec::new(),
-                memory: None,
+                memory: crate::bench::offer_memory::OfferMemory {
+                    offers: 100,
+                    stages: 5,
+                    partitions: 4,
+                    per_offer: 400.0,
+                    raw: 154.0,
+                },
+                process_growth: None,
                 throughput: 50.0,
                 committed: Some(summary(60, 110)),
                 first_run: Some(summary(70, 130)),
@@ -845,8 +863,8 @@ mod tests {
         };
         let targets = report.targets();
         let met: Vec<_> = targets.iter().map(|t| t.met).collect();
-        // Memory not measured; records 850 / 1000 = 0.85 ≥ 0.5; 110 ≤ 125 ms.
-        assert_eq!(met, [None, Some(true), Some(true)], "{targets:?}");
+        // Memory 400 / 154 = 2.6 > 2.5; records 850 / 1000 = 0.85 ≥ 0.5; 110 ≤ 125 ms.
+        assert_eq!(met, [Some(false), Some(true), Some(true)], "{targets:?}");
         assert_eq!(targets[1].measured, "0.85×");
         let text = report.to_string();
         assert!(text.contains("offers, 5 stages, exactly-once on"), "{text}");
