@@ -43,7 +43,7 @@ pub enum CtlCmd {
 }
 
 /// Where the tools connect: brokers and topic names.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Target {
     /// Configuration file for brokers and topic names (optional).
     #[arg(short, long)]

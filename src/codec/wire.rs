@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 use super::error::DecodeError;
 
 /// The encoding of an output topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Format {
     /// Protobuf, the canonical encoding.
     #[default]
@@ -21,10 +24,7 @@ pub enum Format {
 impl Format {
     /// Name in configuration and logs.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Protobuf => "protobuf",
-            Format::Json => "json",
-        }
+        self.into()
     }
 }
 

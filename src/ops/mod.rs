@@ -176,8 +176,9 @@ impl Criteria {
 }
 
 /// How a recovery restarts what it finds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Mode {
     /// From scratch: a new process instance under the launch rules; a task
     /// or stage slot runs again with its failure count reset.
@@ -193,11 +194,7 @@ pub enum Mode {
 impl Mode {
     /// The name on the wire and in events.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Mode::FromStart => "from_start",
-            Mode::FromStep(_) => "from_step",
-            Mode::Retry => "retry",
-        }
+        self.into()
     }
 }
 
@@ -312,6 +309,19 @@ pub struct RecoveryRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_modes_name_is_its_name_on_the_wire() {
+        for mode in [Mode::FromStart, Mode::FromStep("send".into()), Mode::Retry] {
+            let wire = serde_json::to_value(&mode).unwrap();
+            let name = match &wire {
+                serde_json::Value::String(name) => name.clone(),
+                serde_json::Value::Object(tagged) => tagged.keys().next().unwrap().clone(),
+                other => panic!("{other}"),
+            };
+            assert_eq!(mode.as_str(), name);
+        }
+    }
 
     fn item() -> Item<'static> {
         Item {

@@ -18,6 +18,7 @@ mod ops;
 mod record;
 pub(super) mod schedule;
 mod steps;
+mod timers;
 mod view;
 
 #[cfg(test)]

@@ -1,0 +1,408 @@
+//! Recording what the engine returned: dispatches, results, successes,
+//! latencies, and the gauges of tasks, pools, stages, offers and jobs.
+
+use super::*;
+
+/// `kind` label of task runs.
+const TASK: &str = "task";
+/// `kind` label of stage runs.
+const STAGE: &str = "stage";
+/// `kind` label of process steps and submitted jobs.
+const JOB: &str = "job";
+/// The label naming a job type. Not `job`: Prometheus gives every scraped
+/// series a `job` label (the scrape job) and would rename ours.
+const JOB_LABEL: &str = "job_type";
+
+/// Counts what a batch of engine actions of shard `partition` contains:
+/// dispatches, committed offer changes and each kind of event.
+///
+/// Successes leave no action behind; count them with [`record_result`].
+/// Each `CtlMovedBack` event names one affected task; a move is counted once
+/// per batch, however many tasks it touched.
+pub fn record_actions(partition: i32, actions: &[Action]) {
+    let mut moved_back = HashSet::new();
+    for action in actions {
+        let event = match action {
+            Action::Run(_) => {
+                counter!(RUNS_DISPATCHED, "kind" => TASK).increment(1);
+                continue;
+            }
+            Action::StageRun(run) => {
+                counter!(RUNS_DISPATCHED, "kind" => STAGE, "stage" => run.stage.clone())
+                    .increment(1);
+                continue;
+            }
+            Action::StepRun(run) => {
+                counter!(RUNS_DISPATCHED, "kind" => JOB, JOB_LABEL => run.job.clone()).increment(1);
+                continue;
+            }
+            Action::OfferState(state) => {
+                counter!(OFFER_CHANGES_COMMITTED, "cause" => cause_kind(state)).increment(1);
+                continue;
+            }
+            Action::Event(event) => event,
+            Action::Changelog(_) => continue,
+        };
+        match event {
+            Event::CtlMovedBack {
+                entity,
+                param,
+                previous,
+                value,
+                ..
+            } => {
+                if moved_back.insert((entity, param, previous, value)) {
+                    counter!(CTL_MOVED_BACK).increment(1);
+                }
+            }
+            // By kind only: a rejected result may name any stage or job.
+            Event::ResultRejected {
+                subject, reason, ..
+            } => counter!(RESULTS_REJECTED, "kind" => subject.worker_type().0, "reason" => reason.as_str())
+                .increment(1),
+            Event::RunTimedOut { subject, .. } => run_counter(RUNS_TIMED_OUT, subject, &[]),
+            Event::RunFailed { subject, .. } => {
+                run_counter(RUNS_FAILED, subject, &[("next", "backoff")]);
+            }
+            Event::Parked { subject, .. } => {
+                run_counter(RUNS_FAILED, subject, &[("next", "parked")]);
+            }
+            Event::Dead { subject, .. } => run_counter(RUNS_FAILED, subject, &[("next", "dead")]),
+            Event::SlaMissed { .. } => counter!(SLA_MISSED).increment(1),
+            Event::CommandRejected { subject, .. } => {
+                counter!(COMMANDS_REJECTED, "kind" => subject.worker_type().0).increment(1);
+            }
+            Event::StaleVersion { stage, .. } => {
+                counter!(STALE_VERSIONS, "stage" => stage.clone()).increment(1);
+            }
+            Event::PredicateError { stage, field, .. } => {
+                counter!(PREDICATE_ERRORS, "stage" => stage.clone(), "field" => field.clone())
+                    .increment(1);
+            }
+            Event::PingPong {
+                offer,
+                stage,
+                runs,
+                until,
+                ..
+            } => PingPong {
+                offer,
+                stage,
+                runs: *runs,
+                until: *until,
+            }
+            .emit(),
+            Event::ProcessStarted { subject, .. } => process_counter(PROCESSES_STARTED, subject, None),
+            Event::ProcessSucceeded { subject } => {
+                process_counter(PROCESSES_ENDED, subject, Some("succeeded"));
+            }
+            Event::ProcessFailed { subject, .. } => {
+                process_counter(PROCESSES_ENDED, subject, Some("failed"));
+            }
+            Event::ProcessCancelled { subject, .. } => {
+                process_counter(PROCESSES_ENDED, subject, Some("cancelled"));
+            }
+            Event::ProcessTimedOut { subject } => {
+                process_counter(PROCESSES_ENDED, subject, Some("timed_out"));
+            }
+            Event::ProcessIdle { subject, .. } => process_counter(PROCESSES_IDLE, subject, None),
+            Event::LaunchRejected { subject, reason, .. } => {
+                let process = match subject {
+                    Subject::Process { process, .. } => process.clone(),
+                    Subject::Task { .. } => "task".to_string(),
+                    Subject::Stage { .. } => String::new(),
+                };
+                counter!(LAUNCHES_REJECTED, "process" => process, "reason" => reason.clone())
+                    .increment(1);
+            }
+            Event::LaunchQueued { subject } => process_counter(LAUNCHES_QUEUED, subject, None),
+            Event::DeadlineExceeded { subject, .. } => {
+                run_counter(DEADLINES_EXCEEDED, subject, &[]);
+            }
+            Event::StageState { applied, .. } => {
+                let applied = if *applied { "true" } else { "false" };
+                counter!(STAGE_STATE_SETS, "applied" => applied).increment(1);
+            }
+            Event::SearchResult { .. } => {
+                counter!(OPERATIONS, "kind" => "search").increment(1);
+            }
+            Event::RecoveryCounted { .. } => {
+                counter!(OPERATIONS, "kind" => "dry_run").increment(1);
+            }
+            Event::RecoveryProgress {
+                op,
+                partition: shard,
+                done,
+                total,
+                finished,
+                cancelled,
+            } => RecoveryProgress {
+                op,
+                partition: *shard,
+                done: *done,
+                total: *total,
+                finished: *finished,
+                cancelled: *cancelled,
+            }
+            .emit(),
+            Event::Recovered { subject, mode, .. } => {
+                let kind = match subject {
+                    Subject::Task { .. } => "task",
+                    Subject::Stage { .. } => "stage",
+                    Subject::Process { .. } => "process",
+                };
+                counter!(RECOVERED, "kind" => kind, "mode" => mode.clone()).increment(1);
+            }
+            Event::RescanProgress {
+                stage,
+                checked,
+                queued,
+                total,
+                errors,
+                done,
+            } => RescanProgress {
+                partition,
+                stage,
+                checked: *checked,
+                queued: *queued,
+                total: *total,
+                errors: *errors,
+                done: *done,
+            }
+            .emit(),
+        }
+    }
+}
+
+/// Counts one event of a process instance on `name`, by process (and
+/// `outcome`, for ends). Processes are configured: a bounded label.
+fn process_counter(name: &'static str, subject: &Subject, outcome: Option<&'static str>) {
+    let Subject::Process { process, .. } = subject else {
+        return;
+    };
+    match outcome {
+        Some(outcome) => {
+            counter!(name, "process" => process.clone(), "outcome" => outcome).increment(1);
+        }
+        None => counter!(name, "process" => process.clone()).increment(1),
+    }
+}
+
+/// Counts one run-lifecycle event of `subject` on `name`, labelled by the
+/// worker type: `kind` (`task`, `stage`, `job`) and, for stages and jobs, the
+/// stage or job (a bounded set, from the configuration). Tasks are counted
+/// by kind only: a deployment may have thousands.
+fn run_counter(name: &'static str, subject: &Subject, extra: &[(&'static str, &'static str)]) {
+    let (kind, worker) = subject.worker_type();
+    let mut labels: Vec<metrics::Label> = vec![metrics::Label::new("kind", kind)];
+    match subject {
+        Subject::Task { .. } => {}
+        Subject::Stage { .. } => labels.push(metrics::Label::new("stage", worker.to_string())),
+        Subject::Process { .. } => labels.push(metrics::Label::new(JOB_LABEL, worker.to_string())),
+    }
+    labels.extend(extra.iter().map(|(k, v)| metrics::Label::new(*k, *v)));
+    metrics::counter!(name, labels).increment(1);
+}
+
+/// The `cause` label of a committed offer change.
+fn cause_kind(state: &OfferState) -> &'static str {
+    if state.deleted {
+        "deleted"
+    } else if state.cause.starts_with("stage:") {
+        "stage"
+    } else if state.cause == "command" {
+        "command"
+    } else {
+        "external"
+    }
+}
+
+/// Counts a success: call with a worker's result and the actions the engine
+/// returned for it (alongside [`record_actions`], which counts failures).
+///
+/// A successful result counts unless the engine rejected it, so a late or
+/// duplicate success is not counted twice; a stage result computed from an
+/// old offer version (`stale_version`: discarded and re-run) does not count
+/// either.
+pub fn record_result(result: &RunResult, kind: RunKind, actions: &[Action]) {
+    if result.status != Status::Succeeded {
+        return;
+    }
+    record_success(kind, &result.run_id, result.pass, actions);
+}
+
+/// [`record_result`] for a success of run `run_id`/`pass` of `kind`.
+pub fn record_success(kind: RunKind, run_id: &str, pass: u64, actions: &[Action]) {
+    let discarded = actions.iter().any(|a| match a {
+        Action::Event(Event::ResultRejected {
+            run_id: r, pass: q, ..
+        }) => r == run_id && *q == pass,
+        Action::Event(Event::StaleVersion { run_id: r, .. }) => r == run_id,
+        _ => false,
+    });
+    if discarded {
+        return;
+    }
+    // Accepted, so the stage or process is a configured one: a bounded label.
+    let name = run_id
+        .split_once('/')
+        .map_or("", |(name, _)| name)
+        .to_string();
+    match kind {
+        RunKind::Task => counter!(RUNS_SUCCEEDED, "kind" => TASK).increment(1),
+        RunKind::Stage => counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => name).increment(1),
+        RunKind::Step => counter!(RUNS_SUCCEEDED, "kind" => JOB, "process" => name).increment(1),
+    }
+}
+
+/// Records, for each dispatch in `actions`, the latency from `caused_at`
+/// (the timestamp of the input record the actions answer) to `now`.
+pub fn record_dispatch_latency(actions: &[Action], caused_at: Timestamp, now: Timestamp) {
+    let seconds = now.duration_since(caused_at).as_secs_f64().max(0.0);
+    for action in actions {
+        match action {
+            Action::Run(_) => histogram!(DISPATCH_LATENCY, "kind" => TASK).record(seconds),
+            Action::StageRun(_) => histogram!(DISPATCH_LATENCY, "kind" => STAGE).record(seconds),
+            Action::StepRun(_) => histogram!(DISPATCH_LATENCY, "kind" => JOB).record(seconds),
+            _ => {}
+        }
+    }
+}
+
+/// Counts `records` read from `topic`.
+pub fn record_consumed(topic: &str, records: u64) {
+    counter!(EVENTS_CONSUMED, "topic" => topic.to_string()).increment(records);
+}
+
+/// Exports one shard's evaluation counters and pool gauges.
+///
+/// The engine's [`Stats`] count from its construction, while counters here
+/// live as long as the process; `previous` holds what was already exported
+/// and is advanced to `now`. Reset it to `Stats::default()` when the shard's
+/// engine is rebuilt (restore after a rebalance). Pools are partitioned by
+/// shard, so each pool's gauges have one writer.
+pub fn record_engine(previous: &mut Stats, now: Stats, pools: &[PoolStats]) {
+    counter!(TRIGGERS_EVALUATED).increment(now.evaluated.saturating_sub(previous.evaluated));
+    counter!(TRIGGERS_FIRED).increment(now.fired.saturating_sub(previous.fired));
+    *previous = now;
+    for p in pools {
+        gauge!(POOL_QUEUED, "pool" => p.pool.clone()).set(p.queued as f64);
+        gauge!(POOL_RUNNING, "pool" => p.pool.clone()).set(f64::from(p.running));
+    }
+}
+
+/// Exports the per-state task counts and each task's seconds since its last
+/// success, at `now`.
+///
+/// Pass every task this instance owns in one call: the state gauges are
+/// instance totals. A task never successful has no age gauge. Gauges of tasks
+/// whose shard moved away keep their last value (the exporter cannot drop a
+/// label set); the owning instance exports the live one.
+pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
+    record_task_health(
+        tasks
+            .iter()
+            .map(|t| (t.state, t.last_success.map(|at| (t.id.as_str(), at)))),
+        now,
+    );
+}
+
+/// [`record_tasks`] from the state of every task and, for one that
+/// succeeded, its id and last success.
+pub fn record_task_health<'a>(
+    tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
+    now: Timestamp,
+) {
+    let states = <TaskState as strum::VariantArray>::VARIANTS;
+    let mut counts = vec![0usize; states.len()];
+    for (state, succeeded) in tasks {
+        if let Some(n) = states
+            .iter()
+            .position(|s| *s == state)
+            .and_then(|i| counts.get_mut(i))
+        {
+            *n += 1;
+        }
+        if let Some((id, last)) = succeeded {
+            let age = now.duration_since(last).as_secs_f64().max(0.0);
+            gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
+        }
+    }
+    for (&state, n) in states.iter().zip(counts) {
+        gauge!(TASKS, "state" => state.as_str()).set(n as f64);
+    }
+}
+
+/// Exports one shard's offer counters (as [`record_engine`] does for the
+/// tasks: `previous` holds what was already exported and is advanced to `now`).
+pub fn record_offer_counters(previous: &mut OfferCounters, now: OfferCounters) {
+    counter!(PREDICATES_EVALUATED).increment(now.evaluated.saturating_sub(previous.evaluated));
+    *previous = now;
+}
+
+/// Exports each stage's queue depths and running runs, and the offers held.
+///
+/// Pass the figures of every shard this instance owns in one call: stages
+/// live on every shard, so the gauges are instance totals (sum over
+/// instances in queries).
+pub fn record_stages(shards: &[Vec<StageStats>], offers: usize) {
+    let mut totals: Vec<StageStats> = Vec::new();
+    for stats in shards.iter().flatten() {
+        match totals.iter_mut().find(|t| t.stage == stats.stage) {
+            Some(t) => {
+                t.live += stats.live;
+                t.rescan += stats.rescan;
+                t.running += stats.running;
+            }
+            None => totals.push(stats.clone()),
+        }
+    }
+    for t in &totals {
+        gauge!(STAGE_QUEUED, "stage" => t.stage.clone(), "lane" => Lane::Live.as_str())
+            .set(t.live as f64);
+        gauge!(STAGE_QUEUED, "stage" => t.stage.clone(), "lane" => Lane::Rescan.as_str())
+            .set(t.rescan as f64);
+        gauge!(STAGE_RUNNING, "stage" => t.stage.clone()).set(f64::from(t.running));
+    }
+    gauge!(OFFERS).set(offers as f64);
+}
+
+/// Every job's figures summed over shards (each shard lists every job).
+pub fn sum_jobs(shards: &[Vec<JobStats>]) -> Vec<JobStats> {
+    let mut totals: Vec<JobStats> = Vec::new();
+    for stats in shards.iter().flatten() {
+        match totals.iter_mut().find(|t| t.job == stats.job) {
+            Some(t) => {
+                t.queued += stats.queued;
+                t.queued_low += stats.queued_low;
+                t.running += stats.running;
+                t.share = match (t.share, stats.share) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+            }
+            None => totals.push(stats.clone()),
+        }
+    }
+    totals
+}
+
+/// Exports job queue depths (by lane) and running steps, and active
+/// instances per process, summed over the owned shards.
+pub fn record_jobs(shards: &[Vec<JobStats>], active: &[Vec<(String, usize)>]) {
+    for t in sum_jobs(shards) {
+        gauge!(JOB_QUEUED, JOB_LABEL => t.job.clone(), "lane" => "live").set(t.queued as f64);
+        gauge!(JOB_QUEUED, JOB_LABEL => t.job.clone(), "lane" => "low").set(t.queued_low as f64);
+        gauge!(JOB_RUNNING, JOB_LABEL => t.job.clone()).set(f64::from(t.running));
+    }
+    let mut totals: Vec<(String, usize)> = Vec::new();
+    for (process, n) in active.iter().flatten() {
+        match totals.iter_mut().find(|(p, _)| p == process) {
+            Some((_, total)) => *total += n,
+            None => totals.push((process.clone(), *n)),
+        }
+    }
+    for (process, n) in totals {
+        gauge!(PROCESSES_ACTIVE, "process" => process).set(n as f64);
+    }
+}
