@@ -108,15 +108,20 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Bench(args) if args.workload == bench::Workload::OfferMemory => {
+        Command::Bench(args)
+            if matches!(
+                args.workload,
+                bench::Workload::TaskMemory | bench::Workload::OfferMemory
+            ) =>
+        {
             reactor::cli::init_logs(false);
-            let (offers, stages, partitions) = (args.memory_offers, args.stages, args.partitions);
-            let measured = if args.in_process {
-                bench::offer_memory::measure(offers, stages, partitions)
-            } else {
-                bench::offer_memory::in_child(offers, stages, partitions)
+            use bench::memory::{in_child, measure, Item};
+            let (item, items) = match args.workload {
+                bench::Workload::TaskMemory => (Item::Task, args.tasks.unwrap_or(1_000_000)),
+                _ => (Item::Offer, args.memory_offers),
             };
-            match measured {
+            let how = if args.in_process { measure } else { in_child };
+            match how(item, items, args.stages, args.partitions) {
                 Ok(m) => {
                     println!("{m}");
                     ExitCode::SUCCESS

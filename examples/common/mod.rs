@@ -1,6 +1,5 @@
-//! What the examples share: the configuration `reactor bench` measures,
-//! fresh shards, and reading the resident memory (each example uses a part
-//! of it).
+//! What the probes share: the configuration `reactor bench` measures, their
+//! arguments, and fresh shards (each probe uses a part of it).
 
 use std::fmt::Write;
 
@@ -31,32 +30,6 @@ pub fn counts() -> impl Iterator<Item = usize> {
     })
 }
 
-/// Runs this probe again with mimalloc told to give freed pages back at
-/// once (`MIMALLOC_PURGE_DELAY=0`), unless it already was: mimalloc gives
-/// them back only when it is next called after its delay, so memory a probe
-/// freed (the parser's) and then slept over read as resident or not by
-/// timing alone (a million tasks: 931 or 414 B per task from the same build).
-#[allow(dead_code)]
-pub fn purging_at_once() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
-    }
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(std::env::args_os().skip(1))
-        .env("MIMALLOC_PURGE_DELAY", "0")
-        .status()
-        .unwrap();
-    std::process::exit(status.code().unwrap_or(1));
-}
-
-/// Resident memory of this process, in bytes.
-#[allow(dead_code)]
-pub fn resident() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
-
 /// Every shard of `router` as a new owner starts it, with an empty
 /// changelog, at `now`.
 #[allow(dead_code)]
@@ -79,14 +52,4 @@ pub fn fresh_shards(
             d
         })
         .collect()
-}
-
-/// Resident growth since `start` (a [`resident`] reading) per item, read
-/// after a 2 s wait: the allocator gives freed pages back to the system
-/// after a delay, and without the wait the figure depended on whether it
-/// had yet.
-#[allow(dead_code)]
-pub fn resident_growth(start: u64, items: usize) -> f64 {
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    resident().saturating_sub(start) as f64 / items as f64
 }

@@ -127,7 +127,6 @@ pub(super) fn measure(
         throughput: 2.0 * throughput,
         cpu_per_record,
         cpu_by_thread,
-        memory: None,
         latency: steady.and_then(|s| Summary::of(s.latencies)),
         dispatch: None,
         duplicates: burst.duplicates,

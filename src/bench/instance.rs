@@ -220,17 +220,14 @@ pub(super) fn measure(
     inputs: &Arc<Inputs>,
     exactly_once: bool,
     latency_rate: Option<f64>,
-    memory_base: Option<(u64, f64)>,
 ) -> Result<Measurement, Error> {
     let system = if exactly_once { "eos-on" } else { "eos-off" };
-    let task_count = tasks.tasks.len().max(1) as f64;
     let Launched {
         instance,
         topics: t,
         setup_started,
         ..
     } = launch(cluster, tasks, plan, exactly_once, system)?;
-    let resident = super::stats::resident_bytes();
     let producer = Arc::new(cluster.producer()?);
     let reader = cluster.reader(&t.runs)?;
     let setup = setup_started.elapsed();
@@ -273,9 +270,6 @@ pub(super) fn measure(
         throughput: 2.0 * throughput,
         cpu_per_record,
         cpu_by_thread,
-        memory: memory_base
-            .zip(resident)
-            .map(|((before, raw), after)| (after.saturating_sub(before) as f64 / task_count, raw)),
         latency: steady
             .as_ref()
             .and_then(|s| Summary::of(s.latencies.clone())),

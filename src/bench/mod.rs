@@ -15,6 +15,11 @@
 //! answered by bench workers, with exactly-once on, and reports offer changes
 //! per second end to end next to the same baseline.
 //!
+//! The loop runs first (throughput only) and last: every ratio is over the
+//! mean of the two, so that a host whose speed drifts during the run
+//! (±15–25 % within minutes on a shared one) moves both sides alike, and
+//! the report says how far apart they were.
+//!
 //! Two phases per system, with the same producer and reader:
 //! - throughput: `--changes` records produced as fast as the producer takes
 //!   them; records per second from the first produce call to the last
@@ -30,7 +35,7 @@ mod cluster;
 mod failover;
 mod instance;
 mod jobs;
-pub mod offer_memory;
+pub mod memory;
 mod offers;
 pub mod recovery;
 mod report;
@@ -79,6 +84,10 @@ pub enum Workload {
     /// shutdown and restarted with the same instance id (needs `--brokers`
     /// of a broker with static membership: kfake, Apache Kafka).
     Failover,
+    /// Resident memory per task of the configuration and the shards alone,
+    /// without Kafka (`--tasks` tasks on `--partitions` shards), in a process
+    /// of its own; the tasks workload reports it too (not part of `all`).
+    TaskMemory,
     /// Resident memory per offer of the shards alone, without Kafka (`--memory-offers`
     /// offers through `--stages` stages on `--partitions` shards), in a
     /// process of its own; the offers workload reports it too (not part of `all`).
@@ -181,8 +190,9 @@ pub struct BenchArgs {
     /// and jobs: 1000 and 100; recovery: 20,000 instances).
     #[arg(long)]
     pub quick: bool,
-    /// Measure `offer-memory` in this process rather than in a child (the
-    /// child's own flag; under callgrind it counts the work per offer).
+    /// Measure `task-memory` or `offer-memory` in this process rather than
+    /// in a child (the child's own flag; under callgrind `offer-memory`
+    /// counts the work per offer).
     #[arg(long, hide = true)]
     pub in_process: bool,
     /// Failed process instances the recovery workload seeds and recovers.
@@ -476,40 +486,45 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         partitions = plan.partitions,
         "bench starting"
     );
-    let inputs = Arc::new(inputs(plan.changes + plan.latency_changes));
+    // One set of CTL inputs for the loop and the tasks workload: the
+    // loop relays at least as many (`baseline_changes ≥ changes`), and
+    // change `i` is the same record for both.
+    let baseline_plan = plan.for_baseline();
+    let inputs = Arc::new(inputs(
+        baseline_plan.changes + baseline_plan.latency_changes,
+    ));
+    // The loop first, throughput only, and again last (below): the two
+    // bracket Reactor's systems.
+    let baseline_first = baseline::measure(
+        &cluster,
+        &Plan {
+            latency_changes: 0,
+            ..baseline_plan.clone()
+        },
+        &inputs,
+        None,
+    )?;
 
-    let (eos_on, eos_off, rate) = if plan.workload.tasks() {
-        // Memory per task: what the configuration and a ready instance add.
-        let before = stats::resident_bytes();
-        let (config, text) = tasks_config(plan.tasks)?;
-        let raw = text as f64 / plan.tasks.max(1) as f64;
-        let base = before.map(|b| (b, raw));
-        let eos_on = instance::measure(
-            &cluster,
-            config,
-            &plan,
-            &inputs,
-            true,
-            plan.latency_rate,
-            base,
-        )?;
+    let (eos_on, eos_off, rate, task_memory) = if plan.workload.tasks() {
+        // Memory per task: what the configuration and the shards hold, in
+        // a process of their own (this one's growth would reuse what the
+        // loop just freed).
+        let task_memory = memory::in_child(memory::Item::Task, plan.tasks, 0, plan.partitions)?;
+        let (config, _) = tasks_config(plan.tasks)?;
+        let eos_on = instance::measure(&cluster, config, &plan, &inputs, true, plan.latency_rate)?;
         let rate = plan
             .latency_rate
             .unwrap_or_else(|| auto_rate(eos_on.throughput / 2.0));
         let (config, _) = tasks_config(plan.tasks)?;
-        let eos_off = instance::measure(&cluster, config, &plan, &inputs, false, Some(rate), None)?;
-        (Some(eos_on), Some(eos_off), rate)
+        let eos_off = instance::measure(&cluster, config, &plan, &inputs, false, Some(rate))?;
+        (Some(eos_on), Some(eos_off), rate, Some(task_memory))
     } else {
-        (None, None, plan.latency_rate.unwrap_or(MAX_LATENCY_RATE))
-    };
-    let baseline = {
-        let plan = plan.for_baseline();
-        let inputs = if plan.changes + plan.latency_changes > inputs.records.len() {
-            Arc::new(self::inputs(plan.changes + plan.latency_changes))
-        } else {
-            inputs
-        };
-        baseline::measure(&cluster, &plan, &inputs, Some(rate))?
+        (
+            None,
+            None,
+            plan.latency_rate.unwrap_or(MAX_LATENCY_RATE),
+            None,
+        )
     };
     let offers = match &plan.offers {
         Some(o) => {
@@ -527,6 +542,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         }
         None => None,
     };
+    let baseline = baseline::measure(&cluster, &baseline_plan, &inputs, Some(rate))?;
 
     let report = Report {
         cluster: cluster.describe(),
@@ -544,6 +560,8 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         },
         commit_interval: plan.commit_interval,
         baseline,
+        baseline_first: Some(baseline_first),
+        task_memory,
         eos_on,
         eos_off,
         offers,
@@ -790,8 +808,6 @@ struct Phases {
     /// The rate of the paced phase.
     rate: f64,
     steady: Option<Phase>,
-    /// Resident memory the burst added, in bytes.
-    memory_added: Option<u64>,
 }
 
 /// Runs a system's two phases: a burst for throughput, then (when latency
@@ -820,11 +836,7 @@ fn burst_then_steady(
             index_of,
         )
     };
-    let before = stats::resident_bytes();
     let burst = run(plan.throughput_range(), cluster::Pace::Burst)?;
-    let memory_added = before
-        .zip(stats::resident_bytes())
-        .map(|(b, a)| a.saturating_sub(b));
     let throughput = stats::per_second(burst.window_outputs, burst.window);
     tracing::info!(
         system,
@@ -844,7 +856,6 @@ fn burst_then_steady(
         throughput,
         rate,
         steady,
-        memory_added,
     })
 }
 

@@ -192,7 +192,12 @@ pub(super) fn measure(
     let m = &a.phases;
     // What an instance holds per offer, in a process of its own: this
     // process's growth holds the in-process brokers' records too.
-    let memory = super::offer_memory::in_child(offers.memory_offers, stages, plan.partitions)?;
+    let memory = super::memory::in_child(
+        super::memory::Item::Offer,
+        offers.memory_offers,
+        stages,
+        plan.partitions,
+    )?;
     // Per change: the change and one result per stage in, one run per stage
     // and one offer state more than stages out.
     let per_change = (3 * stages + 2) as f64;
@@ -216,9 +221,6 @@ pub(super) fn measure(
         cpu_per_record,
         cpu_by_thread,
         memory,
-        process_growth: m
-            .memory_added
-            .map(|added| added as f64 / plan.changes.max(1) as f64),
         committed: latency(&committed),
         first_run: latency(&a.first_run),
         done: m

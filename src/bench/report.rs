@@ -23,10 +23,6 @@ pub struct Measurement {
     /// librdkafka clients, the harness, the mock brokers …), the largest
     /// first.
     pub cpu_by_thread: Vec<(&'static str, f64)>,
-    /// Resident memory added per task (tasks workload, exactly-once on):
-    /// the configuration and the shards holding them, and the raw TOML
-    /// definition per task, in bytes.
-    pub memory: Option<(f64, f64)>,
     /// Produce call → output received by a `read_committed` reader, latency phase.
     pub latency: Option<Summary>,
     /// Produce call → the run command's `issued_at` (Reactor only), latency phase.
@@ -61,12 +57,9 @@ pub struct OffersMeasurement {
     /// librdkafka clients, the harness, the mock brokers …), the largest
     /// first.
     pub cpu_by_thread: Vec<(&'static str, f64)>,
-    /// Resident memory per offer of the shards alone, with as many offers
-    /// as the throughput phase's, in a process of their own.
-    pub memory: super::offer_memory::OfferMemory,
-    /// Resident memory the whole bench process added per offer during the
-    /// throughput phase (the in-process brokers' records included).
-    pub process_growth: Option<f64>,
+    /// Resident memory per offer of the shards alone (`--memory-offers`
+    /// offers), in a process of their own.
+    pub memory: super::memory::Footprint,
     /// Offer changes per second end to end (every stage answered and committed).
     pub throughput: f64,
     /// Change produced → its own `OfferState` (version 1) received, latency phase.
@@ -168,8 +161,17 @@ pub struct Report {
     pub pools: usize,
     /// Reactor's commit interval (the baseline commits as often).
     pub commit_interval: Duration,
-    /// The minimal consume→produce loop.
+    /// The minimal consume→produce loop, measured last, after Reactor's
+    /// systems (with its latency phase).
     pub baseline: Measurement,
+    /// The same loop measured first, before any of Reactor's systems
+    /// (throughput only): with [`Report::baseline`] it brackets them, and
+    /// every ratio is over the two's mean, so that a host whose speed
+    /// drifts during the run moves both sides of a ratio alike.
+    pub baseline_first: Option<Measurement>,
+    /// Resident memory per task of the configuration and the shards, in a
+    /// process of their own (tasks workload).
+    pub task_memory: Option<super::memory::Footprint>,
     /// Reactor, exactly-once on (tasks workload).
     pub eos_on: Option<Measurement>,
     /// Reactor, exactly-once off (tasks workload).
@@ -188,14 +190,34 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
 }
 
 impl Report {
+    /// The loop's throughput: the mean of its two measurements (one when
+    /// it was measured once).
+    pub fn loop_throughput(&self) -> f64 {
+        match &self.baseline_first {
+            Some(first) => (first.throughput + self.baseline.throughput) / 2.0,
+            None => self.baseline.throughput,
+        }
+    }
+
+    /// The loop's CPU per record, the mean of its measurements alike.
+    pub fn loop_cpu_per_record(&self) -> Option<f64> {
+        let last = self.baseline.cpu_per_record?;
+        Some(
+            match self.baseline_first.as_ref().and_then(|m| m.cpu_per_record) {
+                Some(first) => (first + last) / 2.0,
+                None => last,
+            },
+        )
+    }
+
     /// Reactor's throughput with exactly-once on over the baseline's.
     pub fn eos_on_ratio(&self) -> Option<f64> {
-        ratio(self.eos_on.as_ref()?.throughput, self.baseline.throughput)
+        ratio(self.eos_on.as_ref()?.throughput, self.loop_throughput())
     }
 
     /// Reactor's throughput with exactly-once off over the baseline's.
     pub fn eos_off_ratio(&self) -> Option<f64> {
-        ratio(self.eos_off.as_ref()?.throughput, self.baseline.throughput)
+        ratio(self.eos_off.as_ref()?.throughput, self.loop_throughput())
     }
 
     /// What exactly-once costs: `1 - on / off`.
@@ -206,19 +228,19 @@ impl Report {
 
     /// The offers workload's records in and out per second over the baseline's.
     pub fn offers_ratio(&self) -> Option<f64> {
-        ratio(self.offers.as_ref()?.records, self.baseline.throughput)
+        ratio(self.offers.as_ref()?.records, self.loop_throughput())
     }
 
     /// The jobs workload's records in and out per second over the baseline's.
     pub fn jobs_ratio(&self) -> Option<f64> {
-        ratio(self.jobs.as_ref()?.records, self.baseline.throughput)
+        ratio(self.jobs.as_ref()?.records, self.loop_throughput())
     }
 
     /// CPU per record, exactly-once on, over the baseline's.
     pub fn cpu_ratio(&self) -> Option<f64> {
         ratio(
             self.eos_on.as_ref()?.cpu_per_record?,
-            self.baseline.cpu_per_record?,
+            self.loop_cpu_per_record()?,
         )
     }
 
@@ -283,16 +305,16 @@ impl Report {
                 target: "≤ 2.00×".into(),
                 met: cpu.map(|r| r <= 2.0),
             });
-            let memory = self.eos_on.as_ref().and_then(|m| m.memory);
+            let memory = self.task_memory.and_then(|m| ratio(m.per_item, m.raw));
             targets.push(Target {
                 name: "memory per task ÷ its raw definition",
-                measured: times(memory.and_then(|(m, raw)| ratio(m, raw))),
+                measured: times(memory),
                 target: "≤ 2.50×".into(),
-                met: memory.and_then(|(m, raw)| ratio(m, raw)).map(|r| r <= 2.5),
+                met: memory.map(|r| r <= 2.5),
             });
         }
         if let Some(offers) = &self.offers {
-            let memory = ratio(offers.memory.per_offer, offers.memory.raw);
+            let memory = ratio(offers.memory.per_item, offers.memory.raw);
             targets.push(Target {
                 name: "memory per offer ÷ its raw payload",
                 measured: times(memory),
@@ -420,7 +442,7 @@ impl fmt::Display for Report {
                 "  {:<34} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>8}",
                 name,
                 throughput,
-                ratio(throughput, self.baseline.throughput)
+                ratio(throughput, self.loop_throughput())
                     .map_or("n/a".into(), |r| format!("{r:.2}×")),
                 latency(|l| l.p50),
                 latency(|l| l.p99),
@@ -428,7 +450,11 @@ impl fmt::Display for Report {
                 seconds(setup),
             )
         };
-        let mut rows = vec![("baseline: rdkafka consume→produce", &self.baseline)];
+        let mut rows = Vec::new();
+        if let Some(m) = &self.baseline_first {
+            rows.push(("baseline, measured first", m));
+        }
+        rows.push(("baseline: rdkafka consume→produce", &self.baseline));
         if let Some(m) = &self.eos_on {
             rows.push(("Reactor, exactly-once on", m));
         }
@@ -604,6 +630,17 @@ impl fmt::Display for Report {
             f,
             "  - each system on fresh topics and a fresh consumer group, one after the other"
         )?;
+        if let Some(first) = &self.baseline_first {
+            let (a, b) = (first.throughput, self.baseline.throughput);
+            writeln!(
+                f,
+                "  - the loop measured twice, first (throughput only) and last: \
+                 {a:.0} and {b:.0} records/s, {:.1} % apart; every ratio is over their mean \
+                 ({:.0}), CPU per record alike",
+                ratio((a - b).abs(), a.max(b)).unwrap_or(0.0) * 100.0,
+                self.loop_throughput()
+            )?;
+        }
         if self.mock {
             writeln!(
                 f,
@@ -617,7 +654,11 @@ impl fmt::Display for Report {
                  after that wait, even when records arrive meanwhile"
             )?;
         }
-        let mut windows = vec![("baseline", &self.baseline)];
+        let mut windows = Vec::new();
+        if let Some(m) = &self.baseline_first {
+            windows.push(("baseline, first", m));
+        }
+        windows.push(("baseline", &self.baseline));
         if let Some(m) = &self.eos_on {
             windows.push(("exactly-once on", m));
         }
@@ -682,7 +723,7 @@ impl fmt::Display for Report {
         let mut short: Vec<(&str, Duration, &str)> = windows
             .iter()
             .map(|(name, m)| {
-                let flag = if *name == "baseline" {
+                let flag = if name.starts_with("baseline") {
                     "--baseline-changes"
                 } else {
                     "--changes"
@@ -705,27 +746,20 @@ impl fmt::Display for Report {
                 )?;
             }
         }
-        if let Some((per_task, raw)) = self.eos_on.as_ref().and_then(|m| m.memory) {
+        if let Some(m) = &self.task_memory {
             writeln!(
                 f,
-                "  - memory: {:.0} bytes resident per task (configuration and shards) for {:.0} bytes of TOML each",
-                per_task, raw
+                "  - memory: {:.0} bytes resident per task (the configuration as read from its file, the router and the shards) for {:.0} bytes of TOML each, {} tasks without Kafka in a process of their own (`--workload task-memory`)",
+                m.per_item, m.raw, m.items
             )?;
         }
         if let Some(offers) = &self.offers {
             let m = &offers.memory;
-            write!(
+            writeln!(
                 f,
                 "  - memory: {:.0} bytes resident per offer in the shards for {:.0} bytes of JSON (body and stage states) each, {} offers through the shards without Kafka in a process of their own (`--workload offer-memory`)",
-                m.per_offer, m.raw, m.offers
+                m.per_item, m.raw, m.items
             )?;
-            if let Some(growth) = offers.process_growth {
-                write!(
-                    f,
-                    "; the bench process grew {growth:.0} bytes per offer during the offers burst, the in-process brokers' records included"
-                )?;
-            }
-            writeln!(f)?;
         }
         let duplicates = [
             ("baseline", Some(self.baseline.duplicates)),
@@ -761,7 +795,6 @@ mod tests {
             window: Duration::from_secs(6),
             cpu_per_record: None,
             cpu_by_thread: Vec::new(),
-            memory: None,
             throughput,
             latency: Some(Summary {
                 samples: 10,
@@ -789,6 +822,8 @@ mod tests {
             pools: 16,
             commit_interval: Duration::from_millis(100),
             baseline: measurement(1000.0, 5),
+            baseline_first: None,
+            task_memory: None,
             eos_on: Some(measurement(600.0, 130)),
             eos_off: Some(measurement(800.0, 120)),
             offers: None,
@@ -819,6 +854,28 @@ mod tests {
         );
         assert!(!text.contains("offers"), "{text}");
 
+        // The loop measured twice: ratios over the mean (1000 and 1400 → 1200).
+        let mut first = measurement(1400.0, 5);
+        first.cpu_per_record = Some(3.0);
+        let mut last = measurement(1000.0, 5);
+        last.cpu_per_record = Some(1.0);
+        let mut on = measurement(600.0, 100);
+        on.cpu_per_record = Some(4.0);
+        let twice = Report {
+            baseline: last,
+            baseline_first: Some(first),
+            eos_on: Some(on),
+            ..report.clone()
+        };
+        assert_eq!(twice.eos_on_ratio(), Some(0.5));
+        assert_eq!(twice.cpu_ratio(), Some(2.0));
+        let text = twice.to_string();
+        assert!(text.contains("baseline, measured first"), "{text}");
+        assert!(
+            text.contains("1400 and 1000 records/s, 28.6 % apart"),
+            "{text}"
+        );
+
         // The offers workload alone: its two targets, next to the baseline.
         let ms = Duration::from_millis;
         let summary = |p50, p99| Summary {
@@ -841,14 +898,13 @@ mod tests {
                 records: 850.0,
                 cpu_per_record: None,
                 cpu_by_thread: Vec::new(),
-                memory: crate::bench::offer_memory::OfferMemory {
-                    offers: 100,
-                    stages: 5,
+                memory: crate::bench::memory::Footprint {
+                    item: crate::bench::memory::Item::Offer,
+                    items: 100,
                     partitions: 4,
-                    per_offer: 400.0,
+                    per_item: 400.0,
                     raw: 154.0,
                 },
-                process_growth: None,
                 throughput: 50.0,
                 committed: Some(summary(60, 110)),
                 first_run: Some(summary(70, 130)),
