@@ -18,6 +18,7 @@ use crate::sim::{self, Simulator};
 
 mod launch;
 pub mod ops;
+mod tail;
 mod tools;
 
 pub use launch::KEYS_PER_COMMAND;
@@ -79,7 +80,7 @@ pub enum Cmd {
     /// progress; or count it (`--dry-run`), or cancel one (`--cancel OP`).
     Recover(ops::RecoverArgs),
     /// Print a topic's records decoded, as JSON lines.
-    Tail(tools::TailArgs),
+    Tail(tail::TailArgs),
     /// Run the engine offline: timed JSON-lines inputs on stdin (or --input),
     /// every decision as a JSON line on stdout.
     Simulate {
@@ -140,7 +141,7 @@ pub fn run(command: Cmd) -> ExitCode {
         Cmd::Submit(args) => launch::submit(args),
         Cmd::Search(args) => ops::search(args),
         Cmd::Recover(args) => ops::recover(args),
-        Cmd::Tail(args) => tools::tail(args),
+        Cmd::Tail(args) => tail::tail(args),
         Cmd::Check { config } => match load(&config) {
             Ok(loaded) => {
                 let c = &loaded.config;
