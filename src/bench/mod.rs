@@ -207,7 +207,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         },
         commit_interval: plan.commit_interval,
         baseline,
-        baseline_first: Some(baseline_first),
+        baseline_first,
         task_memory,
         eos_on,
         eos_off,

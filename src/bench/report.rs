@@ -168,7 +168,7 @@ pub struct Report {
     /// (throughput only): with [`Report::baseline`] it brackets them, and
     /// every ratio is over the two's mean, so that a host whose speed
     /// drifts during the run moves both sides of a ratio alike.
-    pub baseline_first: Option<Measurement>,
+    pub baseline_first: Measurement,
     /// Resident memory per task of the configuration and the shards, in a
     /// process of their own (tasks workload).
     pub task_memory: Option<super::memory::Footprint>,
@@ -190,24 +190,14 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
 }
 
 impl Report {
-    /// The loop's throughput: the mean of its two measurements (one when
-    /// it was measured once).
+    /// The loop's throughput: the mean of its two measurements.
     pub fn loop_throughput(&self) -> f64 {
-        match &self.baseline_first {
-            Some(first) => (first.throughput + self.baseline.throughput) / 2.0,
-            None => self.baseline.throughput,
-        }
+        (self.baseline_first.throughput + self.baseline.throughput) / 2.0
     }
 
-    /// The loop's CPU per record, the mean of its measurements alike.
+    /// The loop's CPU per record, the mean of its two measurements alike.
     pub fn loop_cpu_per_record(&self) -> Option<f64> {
-        let last = self.baseline.cpu_per_record?;
-        Some(
-            match self.baseline_first.as_ref().and_then(|m| m.cpu_per_record) {
-                Some(first) => (first + last) / 2.0,
-                None => last,
-            },
-        )
+        Some((self.baseline_first.cpu_per_record? + self.baseline.cpu_per_record?) / 2.0)
     }
 
     /// Reactor's throughput with exactly-once on over the baseline's.
@@ -450,11 +440,10 @@ impl fmt::Display for Report {
                 seconds(setup),
             )
         };
-        let mut rows = Vec::new();
-        if let Some(m) = &self.baseline_first {
-            rows.push(("baseline, measured first", m));
-        }
-        rows.push(("baseline: rdkafka consume→produce", &self.baseline));
+        let mut rows = vec![
+            ("baseline, measured first", &self.baseline_first),
+            ("baseline: rdkafka consume→produce", &self.baseline),
+        ];
         if let Some(m) = &self.eos_on {
             rows.push(("Reactor, exactly-once on", m));
         }
@@ -630,17 +619,15 @@ impl fmt::Display for Report {
             f,
             "  - each system on fresh topics and a fresh consumer group, one after the other"
         )?;
-        if let Some(first) = &self.baseline_first {
-            let (a, b) = (first.throughput, self.baseline.throughput);
-            writeln!(
-                f,
-                "  - the loop measured twice, first (throughput only) and last: \
-                 {a:.0} and {b:.0} records/s, {:.1} % apart; every ratio is over their mean \
-                 ({:.0}), CPU per record alike",
-                ratio((a - b).abs(), a.max(b)).unwrap_or(0.0) * 100.0,
-                self.loop_throughput()
-            )?;
-        }
+        let (a, b) = (self.baseline_first.throughput, self.baseline.throughput);
+        writeln!(
+            f,
+            "  - the loop measured twice, first (throughput only) and last: \
+             {a:.0} and {b:.0} records/s, {:.1} % apart; every ratio is over their mean \
+             ({:.0}), CPU per record alike",
+            ratio((a - b).abs(), a.max(b)).unwrap_or(0.0) * 100.0,
+            self.loop_throughput()
+        )?;
         if self.mock {
             writeln!(
                 f,
@@ -654,11 +641,10 @@ impl fmt::Display for Report {
                  after that wait, even when records arrive meanwhile"
             )?;
         }
-        let mut windows = Vec::new();
-        if let Some(m) = &self.baseline_first {
-            windows.push(("baseline, first", m));
-        }
-        windows.push(("baseline", &self.baseline));
+        let mut windows = vec![
+            ("baseline, first", &self.baseline_first),
+            ("baseline", &self.baseline),
+        ];
         if let Some(m) = &self.eos_on {
             windows.push(("exactly-once on", m));
         }
@@ -822,7 +808,7 @@ mod tests {
             pools: 16,
             commit_interval: Duration::from_millis(100),
             baseline: measurement(1000.0, 5),
-            baseline_first: None,
+            baseline_first: measurement(1000.0, 5),
             task_memory: None,
             eos_on: Some(measurement(600.0, 130)),
             eos_off: Some(measurement(800.0, 120)),
@@ -863,7 +849,7 @@ mod tests {
         on.cpu_per_record = Some(4.0);
         let twice = Report {
             baseline: last,
-            baseline_first: Some(first),
+            baseline_first: first,
             eos_on: Some(on),
             ..report.clone()
         };
