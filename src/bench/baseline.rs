@@ -17,7 +17,7 @@ use rdkafka::Message;
 use super::cluster::{Cluster, Inputs};
 use super::report::Measurement;
 use super::stats::Summary;
-use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan};
+use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan, Readers};
 
 /// Measures the relay loop; `latency_rate` `None` derives the latency
 /// phase's rate from this run's throughput.
@@ -106,7 +106,7 @@ pub(super) fn measure(
             &reader,
             plan,
             latency_rate,
-            &index_of,
+            Readers::same(&index_of),
         )
     };
     let measured = run();

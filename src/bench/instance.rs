@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::cluster::{Cluster, Inputs};
 use super::report::Measurement;
 use super::stats::Summary;
-use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan};
+use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan, Readers};
 use crate::clock::SystemClock;
 use crate::codec;
 use crate::config::{Config, Topics};
@@ -237,11 +237,19 @@ pub(super) fn measure(
         "Reactor ready; throughput phase"
     );
 
-    let index_of = |m: &rdkafka::message::BorrowedMessage<'_>| {
+    // A run's change is found by its key, the task id.
+    let index = |m: &rdkafka::message::BorrowedMessage<'_>| {
         use rdkafka::Message;
         let task = std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default();
-        let index = index_in(task).ok_or_else(|| format!("run of an unknown task {task:?}"))?;
-        Ok(Some((index, issued_at(m.payload().unwrap_or_default())?)))
+        index_in(task).ok_or_else(|| format!("run of an unknown task {task:?}"))
+    };
+    let burst = |m: &rdkafka::message::BorrowedMessage<'_>| Ok(Some((index(m)?, None)));
+    let paced = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        use rdkafka::Message;
+        Ok(Some((
+            index(m)?,
+            issued_at(m.payload().unwrap_or_default())?,
+        )))
     };
     let Phases {
         burst,
@@ -256,7 +264,10 @@ pub(super) fn measure(
         &reader,
         plan,
         latency_rate,
-        &index_of,
+        Readers {
+            burst: &burst,
+            paced: &paced,
+        },
     )?;
     drop(reader);
     drop(producer);

@@ -457,6 +457,28 @@ struct Phases {
     steady: Option<Phase>,
 }
 
+/// How a system's outputs are read in each phase.
+struct Readers<'r, 'f> {
+    /// In the burst: only what finds an output's input (its key), as the
+    /// baseline reads its records; the burst measures throughput and CPU
+    /// per record, and reading more would be harness work counted against
+    /// the system.
+    burst: &'r cluster::IndexOf<'f>,
+    /// In the paced phase, which measures latency: also what the latency
+    /// figures need (a run command's `issued_at`).
+    paced: &'r cluster::IndexOf<'f>,
+}
+
+impl<'r, 'f> Readers<'r, 'f> {
+    /// One reader for both phases.
+    fn same(index_of: &'r cluster::IndexOf<'f>) -> Self {
+        Readers {
+            burst: index_of,
+            paced: index_of,
+        }
+    }
+}
+
 /// Runs a system's two phases: a burst for throughput, then (when latency
 /// changes are planned) a paced phase for latency, at `latency_rate` or a
 /// rate derived from the burst.
@@ -469,9 +491,9 @@ fn burst_then_steady(
     reader: &cluster::Reader,
     plan: &Plan,
     latency_rate: Option<f64>,
-    index_of: &cluster::IndexOf<'_>,
+    readers: Readers<'_, '_>,
 ) -> Result<Phases, Error> {
-    let run = |range, pace| {
+    let run = |range, pace, index_of| {
         phase(
             producer,
             inputs,
@@ -483,7 +505,7 @@ fn burst_then_steady(
             index_of,
         )
     };
-    let burst = run(plan.throughput_range(), cluster::Pace::Burst)?;
+    let burst = run(plan.throughput_range(), cluster::Pace::Burst, readers.burst)?;
     let throughput = stats::per_second(burst.window_outputs, burst.window);
     tracing::info!(
         system,
@@ -494,7 +516,11 @@ fn burst_then_steady(
     let rate = latency_rate.unwrap_or_else(|| auto_rate(throughput));
     let steady = if plan.latency_changes > 0 {
         tracing::info!(system, rate, "latency phase");
-        Some(run(plan.latency_range(), cluster::Pace::Rate(rate))?)
+        Some(run(
+            plan.latency_range(),
+            cluster::Pace::Rate(rate),
+            readers.paced,
+        )?)
     } else {
         None
     };

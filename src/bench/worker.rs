@@ -15,7 +15,7 @@ use rdkafka::Message;
 
 use super::cluster::{Cluster, IndexOf, Inputs, Sent};
 use super::instance::{self, Launched};
-use super::{burst_then_steady, join_within, Error, Phases, Plan};
+use super::{burst_then_steady, join_within, Error, Phases, Plan, Readers};
 use crate::config::{Config, Topics};
 
 /// First time something happened to each input, settable from any thread
@@ -274,7 +274,7 @@ pub(super) fn measure(
             &reader,
             plan,
             latency_rate,
-            index_of,
+            Readers::same(index_of),
         )?;
         Ok((setup, phases))
     })();
