@@ -361,19 +361,37 @@ pub struct StepRunId<'a> {
     pub step: u32,
 }
 
-/// Splits a step run id; `None` when it is not one.
+/// Splits a step run id; `None` when it is not one. Every result is split
+/// three times on its way (router, run kind, process): each number is
+/// found by a walk from the right over what a number may hold, which stops
+/// where a search for its separator would have gone on.
 pub fn parse_step_run_id(run_id: &str) -> Option<StepRunId<'_>> {
-    let (process, rest) = run_id.split_once('/')?;
-    let (target, seq) = rest.rsplit_once('#')?;
+    let slash = run_id.bytes().position(|b| b == b'/')?;
+    let (process, rest) = (run_id.get(..slash)?, run_id.get(slash + 1..)?);
+    let (target, seq) = number_after_last(rest, b'#')?;
     seq.parse::<u64>().ok()?;
-    let (instance, step) = target.rsplit_once('.')?;
-    let (key, n) = instance.rsplit_once('#')?;
+    let (instance, step) = number_after_last(target, b'.')?;
+    let (key, n) = number_after_last(instance, b'#')?;
     Some(StepRunId {
         process,
         key,
         n: n.parse().ok()?,
         step: step.parse().ok()?,
     })
+}
+
+/// `text` split at its last `sep` when only what a number may hold (digits
+/// and a sign) follows it: as `rsplit_once` where the part after would be
+/// a number, and `None` where it could not be one.
+fn number_after_last(text: &str, sep: u8) -> Option<(&str, &str)> {
+    let bytes = text.as_bytes();
+    let at = bytes
+        .iter()
+        .rposition(|&b| !(b.is_ascii_digit() || b == b'+'))?;
+    if bytes.get(at) != Some(&sep) {
+        return None;
+    }
+    Some((text.get(..at)?, text.get(at + 1..)?))
 }
 
 /// The JSON a `when` predicate sees as `last`: the previous instance's
@@ -434,5 +452,36 @@ mod tests {
         assert_eq!(parse_step_run_id("price/o1#3"), None);
         assert_eq!(parse_step_run_id("orders#3"), None);
         assert_eq!(parse_step_run_id("p/k#x.1#2"), None);
+    }
+
+    /// The splitting by searches the walk from the right replaced.
+    fn split_by_searches(run_id: &str) -> Option<StepRunId<'_>> {
+        let (process, rest) = run_id.split_once('/')?;
+        let (target, seq) = rest.rsplit_once('#')?;
+        seq.parse::<u64>().ok()?;
+        let (instance, step) = target.rsplit_once('.')?;
+        let (key, n) = instance.rsplit_once('#')?;
+        Some(StepRunId {
+            process,
+            key,
+            n: n.parse().ok()?,
+            step: step.parse().ok()?,
+        })
+    }
+
+    proptest::proptest! {
+        /// Any text splits as the searches split it: separators anywhere,
+        /// signs, numbers too large, text that is not ASCII.
+        #[test]
+        fn a_step_run_id_splits_as_by_searches(
+            noise in "[ab/#.+\\-0-9é]{0,24}",
+            (process, key) in ("[a-z]{1,3}", "[a-z#./+0-9é]{0,4}"),
+            numbers in proptest::collection::vec("\\+?[0-9]{1,21}|[+\\-0-9a]{0,3}", 3),
+        ) {
+            let id = format!("{process}/{key}#{}.{}#{}", numbers[0], numbers[1], numbers[2]);
+            for run_id in [noise.as_str(), id.as_str()] {
+                proptest::prop_assert_eq!(parse_step_run_id(run_id), split_by_searches(run_id));
+            }
+        }
     }
 }

@@ -231,10 +231,11 @@ impl Processes {
     /// Applies a step worker's result.
     pub(in crate::engine) fn on_result(
         &mut self,
-        result: RunResult,
+        mut result: RunResult,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let run_id = result.run_id.clone();
+        // Taken out (the step's hooks read the rest): the id names the key.
+        let run_id = std::mem::take(&mut result.run_id);
         let Some(id) = parse_step_run_id(&run_id) else {
             return Err(bug("a result that is no step run reached the processes"));
         };
@@ -250,14 +251,14 @@ impl Processes {
             Some(inst) => {
                 let j = self.current_job(p, id.key)?;
                 let accept = self.job(j)?.def.run.accept;
-                inst.slot.accepts(&result.run_id, result.pass, accept)
+                inst.slot.accepts(&run_id, result.pass, accept)
             }
         };
         if let Err(reason) = verdict {
             let subject = self.subject(p, id.key, true);
             self.emit(Event::ResultRejected {
                 subject,
-                run_id: result.run_id,
+                run_id,
                 pass: result.pass,
                 reason,
             });
