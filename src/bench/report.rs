@@ -606,6 +606,22 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
+            "  - the reader reads of each output only what it counts (a run command's key, its \
+             issued_at in the latency phase only{}{}), as the baseline's reads its records' keys: \
+             the harness's CPU counts against each system alike",
+            if self.offers.is_some() {
+                "; an OfferState's offer, version and number of stage states"
+            } else {
+                ""
+            },
+            if self.jobs.is_some() {
+                "; an event's kind, process and key"
+            } else {
+                ""
+            },
+        )?;
+        writeln!(
+            f,
             "  - latency: per record, its produce call → the reader receiving its output \
              (one process, monotonic clock)"
         )?;
