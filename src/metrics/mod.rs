@@ -20,7 +20,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use jiff::Timestamp;
 use metrics::{
-    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Histogram, Unit,
 };
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
@@ -28,6 +29,7 @@ use crate::action::{Action, Event, OfferState, Subject};
 use crate::engine::{
     JobStats, OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary,
 };
+use crate::name_index::ByName;
 use crate::run::Status;
 use crate::stage::Lane;
 use crate::task::TaskState;

@@ -13,31 +13,110 @@ const JOB: &str = "job";
 /// series a `job` label (the scrape job) and would rename ours.
 const JOB_LABEL: &str = "job_type";
 
+/// Handles of the metrics a shard records at every step whatever its work,
+/// resolved once: `counter!` and `histogram!` build their key and look it
+/// up in the recorder at every call, which was a tenth of the runtime
+/// thread under load. Resolved against the recorder installed when made
+/// (`reactor run` installs it before any shard exists).
+/// Counters labelled by a name (a configured stage, job or process, or an
+/// offer change's cause: bounded sets) are made on first use and kept.
+#[derive(Debug, Clone)]
+pub struct Handles {
+    /// Task runs dispatched.
+    task_runs: Counter,
+    /// Input → dispatch latency of task runs, stage runs and steps.
+    dispatch_latency: [Histogram; 3],
+    /// Task runs succeeded.
+    task_successes: Counter,
+    /// Stage runs dispatched, by stage.
+    stage_runs: ByName<Counter>,
+    /// Steps dispatched, by job.
+    job_runs: ByName<Counter>,
+    /// Stage runs succeeded, by stage.
+    stage_successes: ByName<Counter>,
+    /// Steps succeeded, by process.
+    step_successes: ByName<Counter>,
+    /// Offer changes committed, by cause.
+    offer_changes: ByName<Counter>,
+    /// Process instances started, by process.
+    processes_started: ByName<Counter>,
+    /// Process instances succeeded, by process.
+    processes_succeeded: ByName<Counter>,
+}
+
+impl Handles {
+    /// The handles, from the recorder installed now.
+    pub fn new() -> Handles {
+        Handles {
+            task_runs: counter!(RUNS_DISPATCHED, "kind" => TASK),
+            dispatch_latency: [TASK, STAGE, JOB]
+                .map(|kind| histogram!(DISPATCH_LATENCY, "kind" => kind)),
+            task_successes: counter!(RUNS_SUCCEEDED, "kind" => TASK),
+            stage_runs: ByName::default(),
+            job_runs: ByName::default(),
+            stage_successes: ByName::default(),
+            step_successes: ByName::default(),
+            offer_changes: ByName::default(),
+            processes_started: ByName::default(),
+            processes_succeeded: ByName::default(),
+        }
+    }
+}
+
+/// Adds one to the counter of `name` in `counters`, made by `make` the
+/// first time.
+fn bump(counters: &mut ByName<Counter>, name: &str, make: impl FnOnce(String) -> Counter) {
+    if let Some(counter) = counters.get(name) {
+        counter.increment(1);
+        return;
+    }
+    let counter = make(name.to_string());
+    counter.increment(1);
+    counters.insert(name.to_string(), counter);
+}
+
+impl Default for Handles {
+    fn default() -> Self {
+        Handles::new()
+    }
+}
+
 /// Counts what a batch of engine actions of shard `partition` contains:
 /// dispatches, committed offer changes and each kind of event.
 ///
 /// Successes leave no action behind; count them with [`record_result`].
 /// Each `CtlMovedBack` event names one affected task; a move is counted once
 /// per batch, however many tasks it touched.
-pub fn record_actions(partition: i32, actions: &[Action]) {
+pub fn record_actions(handles: &mut Handles, partition: i32, actions: &[Action]) {
     let mut moved_back = HashSet::new();
     for action in actions {
         let event = match action {
             Action::Run(_) => {
-                counter!(RUNS_DISPATCHED, "kind" => TASK).increment(1);
+                handles.task_runs.increment(1);
                 continue;
             }
             Action::StageRun(run) => {
-                counter!(RUNS_DISPATCHED, "kind" => STAGE, "stage" => run.stage.clone())
-                    .increment(1);
+                bump(
+                    &mut handles.stage_runs,
+                    &run.stage,
+                    |stage| counter!(RUNS_DISPATCHED, "kind" => STAGE, "stage" => stage),
+                );
                 continue;
             }
             Action::StepRun(run) => {
-                counter!(RUNS_DISPATCHED, "kind" => JOB, JOB_LABEL => run.job.clone()).increment(1);
+                bump(
+                    &mut handles.job_runs,
+                    &run.job,
+                    |job| counter!(RUNS_DISPATCHED, "kind" => JOB, JOB_LABEL => job),
+                );
                 continue;
             }
             Action::OfferState(state) => {
-                counter!(OFFER_CHANGES_COMMITTED, "cause" => cause_kind(state)).increment(1);
+                bump(
+                    &mut handles.offer_changes,
+                    cause_kind(state),
+                    |cause| counter!(OFFER_CHANGES_COMMITTED, "cause" => cause),
+                );
                 continue;
             }
             Action::Event(event) => event,
@@ -92,6 +171,17 @@ pub fn record_actions(partition: i32, actions: &[Action]) {
                 until: *until,
             }
             .emit(),
+            Event::ProcessStarted {
+                subject: Subject::Process { process, .. },
+                ..
+            } => bump(&mut handles.processes_started, process, |process| {
+                counter!(PROCESSES_STARTED, "process" => process)
+            }),
+            Event::ProcessSucceeded {
+                subject: Subject::Process { process, .. },
+            } => bump(&mut handles.processes_succeeded, process, |process| {
+                counter!(PROCESSES_ENDED, "process" => process, "outcome" => "succeeded")
+            }),
             Event::ProcessStarted { subject, .. } => process_counter(PROCESSES_STARTED, subject, None),
             Event::ProcessSucceeded { subject } => {
                 process_counter(PROCESSES_ENDED, subject, Some("succeeded"));
@@ -224,15 +314,21 @@ fn cause_kind(state: &OfferState) -> &'static str {
 /// duplicate success is not counted twice; a stage result computed from an
 /// old offer version (`stale_version`: discarded and re-run) does not count
 /// either.
-pub fn record_result(result: &RunResult, kind: RunKind, actions: &[Action]) {
+pub fn record_result(handles: &mut Handles, result: &RunResult, kind: RunKind, actions: &[Action]) {
     if result.status != Status::Succeeded {
         return;
     }
-    record_success(kind, &result.run_id, result.pass, actions);
+    record_success(handles, kind, &result.run_id, result.pass, actions);
 }
 
 /// [`record_result`] for a success of run `run_id`/`pass` of `kind`.
-pub fn record_success(kind: RunKind, run_id: &str, pass: u64, actions: &[Action]) {
+pub fn record_success(
+    handles: &mut Handles,
+    kind: RunKind,
+    run_id: &str,
+    pass: u64,
+    actions: &[Action],
+) {
     let discarded = actions.iter().any(|a| match a {
         Action::Event(Event::ResultRejected {
             run_id: r, pass: q, ..
@@ -244,26 +340,37 @@ pub fn record_success(kind: RunKind, run_id: &str, pass: u64, actions: &[Action]
         return;
     }
     // Accepted, so the stage or process is a configured one: a bounded label.
-    let name = run_id
-        .split_once('/')
-        .map_or("", |(name, _)| name)
-        .to_string();
+    let name = run_id.split_once('/').map_or("", |(name, _)| name);
     match kind {
-        RunKind::Task => counter!(RUNS_SUCCEEDED, "kind" => TASK).increment(1),
-        RunKind::Stage => counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => name).increment(1),
-        RunKind::Step => counter!(RUNS_SUCCEEDED, "kind" => JOB, "process" => name).increment(1),
+        RunKind::Task => handles.task_successes.increment(1),
+        RunKind::Stage => bump(
+            &mut handles.stage_successes,
+            name,
+            |stage| counter!(RUNS_SUCCEEDED, "kind" => STAGE, "stage" => stage),
+        ),
+        RunKind::Step => bump(
+            &mut handles.step_successes,
+            name,
+            |process| counter!(RUNS_SUCCEEDED, "kind" => JOB, "process" => process),
+        ),
     }
 }
 
 /// Records, for each dispatch in `actions`, the latency from `caused_at`
 /// (the timestamp of the input record the actions answer) to `now`.
-pub fn record_dispatch_latency(actions: &[Action], caused_at: Timestamp, now: Timestamp) {
+pub fn record_dispatch_latency(
+    handles: &Handles,
+    actions: &[Action],
+    caused_at: Timestamp,
+    now: Timestamp,
+) {
     let seconds = now.duration_since(caused_at).as_secs_f64().max(0.0);
+    let [task, stage, job] = &handles.dispatch_latency;
     for action in actions {
         match action {
-            Action::Run(_) => histogram!(DISPATCH_LATENCY, "kind" => TASK).record(seconds),
-            Action::StageRun(_) => histogram!(DISPATCH_LATENCY, "kind" => STAGE).record(seconds),
-            Action::StepRun(_) => histogram!(DISPATCH_LATENCY, "kind" => JOB).record(seconds),
+            Action::Run(_) => task.record(seconds),
+            Action::StageRun(_) => stage.record(seconds),
+            Action::StepRun(_) => job.record(seconds),
             _ => {}
         }
     }

@@ -69,8 +69,9 @@ fn records_and_renders() {
             error: "boom".to_string(),
         }),
     ];
-    record_actions(0, &actions);
+    record_actions(&mut Handles::new(), 0, &actions);
     record_result(
+        &mut Handles::new(),
         &RunResult {
             step: Default::default(),
             stage: Default::default(),
@@ -83,6 +84,7 @@ fn records_and_renders() {
         &actions,
     );
     record_dispatch_latency(
+        &Handles::new(),
         &actions,
         ts("2024-01-01T00:00:00Z"),
         ts("2024-01-01T00:00:02Z"),
@@ -214,9 +216,13 @@ fn rejected_success_is_not_counted() {
         reason: Rejection::NotCurrent,
     })];
     metrics::with_local_recorder(&recorder, || {
-        record_result(&result, RunKind::Task, &rejected);
-        record_result(&result, RunKind::Task, &[]);
-        record_actions(0, &[moved_back("a"), moved_back("b"), moved_back("c")]);
+        record_result(&mut Handles::new(), &result, RunKind::Task, &rejected);
+        record_result(&mut Handles::new(), &result, RunKind::Task, &[]);
+        record_actions(
+            &mut Handles::new(),
+            0,
+            &[moved_back("a"), moved_back("b"), moved_back("c")],
+        );
     });
     let text = handle.render();
     let succeeded = format!("{RUNS_SUCCEEDED}{{kind=\"task\"}}");
@@ -333,12 +339,23 @@ fn stage_actions_and_results() {
             offer_state("external", true),
         ];
         actions.extend(events.iter().cloned().map(Action::Event));
-        record_actions(3, &actions);
+        record_actions(&mut Handles::new(), 3, &actions);
         // Discarded (stale version) and rejected results are no successes.
-        record_result(&stage_result(1), RunKind::Stage, &[stale]);
-        record_result(&stage_result(3), RunKind::Stage, &[rejected]);
-        record_result(&stage_result(2), RunKind::Stage, &[]);
+        record_result(
+            &mut Handles::new(),
+            &stage_result(1),
+            RunKind::Stage,
+            &[stale],
+        );
+        record_result(
+            &mut Handles::new(),
+            &stage_result(3),
+            RunKind::Stage,
+            &[rejected],
+        );
+        record_result(&mut Handles::new(), &stage_result(2), RunKind::Stage, &[]);
         record_dispatch_latency(
+            &Handles::new(),
             &[stage_run],
             ts("2024-01-01T00:00:00Z"),
             ts("2024-01-01T00:00:01Z"),

@@ -115,7 +115,8 @@ fn emit(runtime: &mut Runtime, actions: Vec<Action>, now: Timestamp) {
     if actions.is_empty() {
         return;
     }
-    metrics::record_actions(-1, &actions);
+    // Rare (launches an event record could not make): handles made here.
+    metrics::record_actions(&mut metrics::Handles::new(), -1, &actions);
     output::encode(
         actions,
         -1,

@@ -62,13 +62,18 @@ pub enum Refused {
 pub struct Driver {
     partition: i32,
     engine: Engine,
+    metrics: metrics::Handles,
 }
 
 impl Driver {
     /// Drives `engine` as shard `partition` (not started: see
     /// [`Driver::start`]).
     pub fn new(partition: i32, engine: Engine) -> Driver {
-        Driver { partition, engine }
+        Driver {
+            partition,
+            engine,
+            metrics: metrics::Handles::new(),
+        }
     }
 
     /// Rebuilds shard `partition` of `router` from its changelog `records`
@@ -157,10 +162,10 @@ impl Driver {
         };
         let actions = self.engine.apply(input, now)?;
         if let Some((kind, run_id, pass)) = success {
-            metrics::record_success(kind, &run_id, pass, &actions);
+            metrics::record_success(&mut self.metrics, kind, &run_id, pass, &actions);
         }
         if let Some(at) = caused_at {
-            metrics::record_dispatch_latency(&actions, at, now);
+            metrics::record_dispatch_latency(&self.metrics, &actions, at, now);
         }
         self.emit(now, actions, sink);
         // Work the input scheduled for now (a rescan's next chunks) happens now.
@@ -183,7 +188,7 @@ impl Driver {
         let actions = self.engine.apply_named_ctl(named, value, now)?;
         if !actions.is_empty() {
             if let Some(at) = caused_at {
-                metrics::record_dispatch_latency(&actions, at, now);
+                metrics::record_dispatch_latency(&self.metrics, &actions, at, now);
             }
         }
         self.emit(now, actions, sink);
@@ -192,7 +197,7 @@ impl Driver {
 
     fn emit(&mut self, at: Timestamp, mut actions: Vec<Action>, sink: &mut dyn Sink) {
         if !actions.is_empty() {
-            metrics::record_actions(self.partition, &actions);
+            metrics::record_actions(&mut self.metrics, self.partition, &actions);
             sink.take(at, &mut actions);
         }
         self.engine.recycle(actions);
