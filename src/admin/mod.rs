@@ -52,9 +52,10 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Content type of the Prometheus text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
-// The recorder is installed without the exporter's own upkeep task;
-// draining histograms this often keeps their buffers small between scrapes.
-const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+/// How often the metrics recorder's upkeep runs: it is installed without
+/// the exporter's own upkeep task, and draining histograms this often keeps
+/// their buffers small between scrapes.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// A question for the runtime that owns the shards.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! Reactor under measurement: one instance on fresh topics and a fresh
 //! group, started as `reactor run` starts it (`supervisor::spawn`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, Inputs};
@@ -11,6 +11,7 @@ use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Pla
 use crate::clock::SystemClock;
 use crate::codec;
 use crate::config::{Config, Topics};
+use crate::{admin, metrics};
 
 use crate::runtime::health::Readiness;
 use crate::runtime::stop::Stop;
@@ -154,6 +155,33 @@ pub(super) fn prepare(
     Ok(config)
 }
 
+/// Installs the Prometheus recorder and runs its upkeep every
+/// [`admin::UPKEEP_EVERY`] on a thread of its own, as `reactor run` has them
+/// (its admin server runs the upkeep): the instances the bench starts
+/// record their metrics as one in production does, where without a
+/// recorder every counter and histogram was a no-op.
+fn record_metrics() -> Result<(), Error> {
+    static UPKEEP: OnceLock<Result<(), String>> = OnceLock::new();
+    let failed = |message: String| Error::Failed {
+        what: "installing the metrics recorder".into(),
+        message,
+    };
+    let handle = metrics::install().map_err(|e| failed(e.to_string()))?;
+    UPKEEP
+        .get_or_init(|| {
+            std::thread::Builder::new()
+                .name("reactor-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(admin::UPKEEP_EVERY);
+                    handle.run_upkeep();
+                })
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(failed)
+}
+
 /// Starts instance `instance_id` of `config` (not waiting until it is ready).
 pub(super) fn start(
     cluster: &Cluster,
@@ -161,6 +189,7 @@ pub(super) fn start(
     instance_id: &str,
     partitions: i32,
 ) -> Result<Instance, Error> {
+    record_metrics()?;
     let (_queries, rx) = tokio::sync::mpsc::channel(1);
     let readiness = Readiness::new();
     let options = Options {

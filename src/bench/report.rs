@@ -633,7 +633,9 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  - each system on fresh topics and a fresh consumer group, one after the other"
+            "  - each system on fresh topics and a fresh consumer group, one after the other; \
+             Reactor records its metrics into the Prometheus recorder, upkept every 5 s, as \
+             `reactor run` does"
         )?;
         let (a, b) = (self.baseline_first.throughput, self.baseline.throughput);
         writeln!(
