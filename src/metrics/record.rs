@@ -18,6 +18,7 @@ const JOB_LABEL: &str = "job_type";
 /// up in the recorder at every call, which was a tenth of the runtime
 /// thread under load. Resolved against the recorder installed when made
 /// (`reactor run` installs it before any shard exists).
+///
 /// Counters labelled by a name (a configured stage, job or process, or an
 /// offer change's cause: bounded sets) are made on first use and kept.
 #[derive(Debug, Clone)]
@@ -63,6 +64,12 @@ impl Handles {
     }
 }
 
+impl Default for Handles {
+    fn default() -> Self {
+        Handles::new()
+    }
+}
+
 /// Adds one to the counter of `name` in `counters`, made by `make` the
 /// first time.
 fn bump(counters: &mut ByName<Counter>, name: &str, make: impl FnOnce(String) -> Counter) {
@@ -73,12 +80,6 @@ fn bump(counters: &mut ByName<Counter>, name: &str, make: impl FnOnce(String) ->
     let counter = make(name.to_string());
     counter.increment(1);
     counters.insert(name.to_string(), counter);
-}
-
-impl Default for Handles {
-    fn default() -> Self {
-        Handles::new()
-    }
 }
 
 /// Counts what a batch of engine actions of shard `partition` contains:
@@ -182,10 +183,8 @@ pub fn record_actions(handles: &mut Handles, partition: i32, actions: &[Action])
             } => bump(&mut handles.processes_succeeded, process, |process| {
                 counter!(PROCESSES_ENDED, "process" => process, "outcome" => "succeeded")
             }),
-            Event::ProcessStarted { subject, .. } => process_counter(PROCESSES_STARTED, subject, None),
-            Event::ProcessSucceeded { subject } => {
-                process_counter(PROCESSES_ENDED, subject, Some("succeeded"));
-            }
+            // Their subject is always a process.
+            Event::ProcessStarted { .. } | Event::ProcessSucceeded { .. } => {}
             Event::ProcessFailed { subject, .. } => {
                 process_counter(PROCESSES_ENDED, subject, Some("failed"));
             }

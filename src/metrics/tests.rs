@@ -446,3 +446,72 @@ fn stage_actions_and_results() {
         1.0,
     );
 }
+
+/// A shard's handles count steps by job and instances and their successes
+/// by process, each counter made once and added to at every step.
+#[test]
+fn steps_and_instances_are_counted_by_job_and_process() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let subject = Subject::Process {
+        process: "payout".to_string(),
+        key: "u1".to_string(),
+        instance: Some("payout/u1#1".to_string()),
+        job: None,
+    };
+    let step = |job: &str| {
+        Action::StepRun(Box::new(crate::action::StepRunCommand {
+            process: "payout".to_string(),
+            key: "u1".to_string(),
+            instance: "payout/u1#1".to_string(),
+            step: 0,
+            job: job.to_string(),
+            run_id: "payout/u1#1.0#1".to_string(),
+            attempt: 1,
+            pass: 1,
+            params: Default::default(),
+            context: Default::default(),
+            deadline: ts("2024-01-01T00:00:00Z"),
+            source: None,
+            topic: "jobs.send".to_string(),
+        }))
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let mut handles = Handles::new();
+        let started = Action::Event(Event::ProcessStarted {
+            subject: subject.clone(),
+            source: None,
+        });
+        record_actions(&mut handles, 0, &[started, step("send")]);
+        record_actions(&mut handles, 0, &[step("send"), step("notify")]);
+        for _ in 0..2 {
+            record_success(&mut handles, RunKind::Step, "payout/u1#1.0#1", 1, &[]);
+        }
+        let succeeded = Action::Event(Event::ProcessSucceeded {
+            subject: subject.clone(),
+        });
+        record_actions(&mut handles, 0, &[succeeded]);
+    });
+    let text = handle.render();
+    for (series, value) in [
+        (
+            format!("{RUNS_DISPATCHED}{{kind=\"job\",job_type=\"send\"}}"),
+            2.0,
+        ),
+        (
+            format!("{RUNS_DISPATCHED}{{kind=\"job\",job_type=\"notify\"}}"),
+            1.0,
+        ),
+        (
+            format!("{RUNS_SUCCEEDED}{{kind=\"job\",process=\"payout\"}}"),
+            2.0,
+        ),
+        (format!("{PROCESSES_STARTED}{{process=\"payout\"}}"), 1.0),
+        (
+            format!("{PROCESSES_ENDED}{{process=\"payout\",outcome=\"succeeded\"}}"),
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, &series), Some(value), "{series}\n{text}");
+    }
+}
