@@ -222,12 +222,11 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
 /// Runs the failover workload (blocking): three instances, one stopped and
 /// restarted (see [`failover`]).
 pub fn run_failover(args: &BenchArgs) -> Result<FailoverMeasurement, Error> {
-    if !(args.failover_rate.is_finite() && args.failover_rate > 0.0) {
-        return Err(Error::Args(format!(
-            "--failover-rate must be a positive number of changes per second, got {}",
-            args.failover_rate
-        )));
-    }
+    plan::positive_rate(
+        "--failover-rate",
+        "of changes per second",
+        args.failover_rate,
+    )?;
     let plan = Plan::new(&BenchArgs {
         workload: Workload::Tasks,
         ..args.clone()

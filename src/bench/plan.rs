@@ -218,11 +218,7 @@ impl Plan {
             return Err(Error::Args("--partitions must be at least 1".into()));
         }
         if let Some(rate) = args.latency_rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(Error::Args(format!(
-                    "--latency-rate must be a positive number of records per second, got {rate}"
-                )));
-            }
+            positive_rate("--latency-rate", "of records per second", rate)?;
         }
         let needed = changes + latency_changes;
         let tasks = args.tasks.unwrap_or(needed);
@@ -278,11 +274,7 @@ impl Plan {
             return Err(Error::Args("--stages must be at least 1".into()));
         }
         if let Some(rate) = args.offer_latency_rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(Error::Args(format!(
-                    "--offer-latency-rate must be a positive number of changes per second, got {rate}"
-                )));
-            }
+            positive_rate("--offer-latency-rate", "of changes per second", rate)?;
         }
         if args.memory_offers == 0 {
             return Err(Error::Args("--memory-offers must be at least 1".into()));
@@ -306,11 +298,7 @@ impl Plan {
             return Err(Error::Args("--chains must be at least 1".into()));
         }
         if let Some(rate) = args.chain_latency_rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(Error::Args(format!(
-                    "--chain-latency-rate must be a positive number of launches per second, got {rate}"
-                )));
-            }
+            positive_rate("--chain-latency-rate", "of launches per second", rate)?;
         }
         Ok(JobsPlan {
             chains,
@@ -359,4 +347,15 @@ impl Plan {
     pub(super) fn latency_range(&self) -> std::ops::Range<usize> {
         self.changes..self.changes + self.latency_changes
     }
+}
+
+/// Checks that the rate `flag` gave is a positive number: the message
+/// says what it counts (`per`, e.g. "of changes per second").
+pub(super) fn positive_rate(flag: &str, per: &str, rate: f64) -> Result<(), Error> {
+    if rate.is_finite() && rate > 0.0 {
+        return Ok(());
+    }
+    Err(Error::Args(format!(
+        "{flag} must be a positive number {per}, got {rate}"
+    )))
 }

@@ -355,11 +355,7 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
         ));
     }
     let rate = args.recovery_live_rate;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(Error::Args(format!(
-            "--recovery-live-rate must be a positive number per second, got {rate}"
-        )));
-    }
+    super::plan::positive_rate("--recovery-live-rate", "per second", rate)?;
     let timeout = args.timeout.to_std();
     let plan = Plan {
         workload: Workload::Recovery,
