@@ -40,7 +40,9 @@ fn main() {
         })
         .collect();
     engine.start(t0).unwrap();
-    let now = t0 + SignedDuration::from_hours(1);
+    // A clock's reading has nanoseconds, as the runtime's `now` has: whole
+    // seconds would write shorter timestamps than a run does.
+    let now = t0 + SignedDuration::new(3_600, 456_789_123);
     let router = Router::new(&config, 4);
     let records = fire(&mut engine, &router, &inputs[..changes], &settings, now);
     assert_eq!(
