@@ -118,7 +118,7 @@ impl Processes {
                     if let Some((refusal, error)) = self.check(p, key, &launch, now)? {
                         return self.refuse(p, key, refusal, error);
                     }
-                    self.vacate(p, key)?;
+                    self.vacate(p, key, self.current_job(p, key)?)?;
                     self.end(p, key, End::Cancelled("replaced"), now)?;
                     if self.record(p, key).is_some_and(|r| r.active.is_some()) {
                         // `end` started a waiting launch: this one waits too.
@@ -292,7 +292,7 @@ impl Processes {
         };
         match self.record(p, key) {
             Some(r) if r.active.is_some() => {
-                self.vacate(p, key)?;
+                self.vacate(p, key, self.current_job(p, key)?)?;
                 self.end(p, key, End::Cancelled("operator"), now)
             }
             Some(r) if !r.waiting.is_empty() => {

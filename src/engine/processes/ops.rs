@@ -209,7 +209,7 @@ impl Processes {
         }
         let step = u32::try_from(step.unwrap_or(0)).unwrap_or(u32::MAX);
         if active {
-            self.vacate(p, key)?;
+            self.vacate(p, key, self.current_job(p, key)?)?;
         } else {
             // The finished instance is active again: the key's outcome
             // keeps what it was, without the copy.

@@ -79,10 +79,15 @@ impl Processes {
             .record(p, key)
             .and_then(|r| r.active.as_ref())
             .ok_or_else(|| bug(format!("process #{p} key `{key}` has no active instance")))?;
+        self.job_of(inst)
+    }
+
+    /// The job index of `inst`'s current step.
+    fn job_of(&self, inst: &crate::process::InstanceRecord) -> Result<u16, Error> {
         let step = inst
             .chain
             .get(inst.step as usize)
-            .ok_or_else(|| bug(format!("instance of `{key}` is past its chain")))?;
+            .ok_or_else(|| bug(format!("instance #{} is past its chain", inst.n)))?;
         self.job_by_name
             .get(&step.job)
             .copied()
@@ -122,15 +127,15 @@ impl Processes {
     /// Sends the active instance's current step to its job's workers: a new
     /// run (`fresh`) or the run in flight under a new pass — a re-dispatch
     /// Reactor decides on its own (a timeout, an idle instance), whose
-    /// `source` is `auto`.
+    /// `source` is `auto`. `j` is the step's job (see [`Self::current_job`]).
     pub(super) fn send(
         &mut self,
         p: u16,
         key: &str,
+        j: u16,
         fresh: bool,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let j = self.current_job(p, key)?;
         let (job_name, topic, timeout) = {
             let job = &self.job(j)?.def;
             (job.name.clone(), job.topic.clone(), job.run.timeout)
@@ -194,14 +199,14 @@ impl Processes {
         let j = self.current_job(p, key)?;
         self.active_mut(p, key)?.queued = None;
         self.job_mut(j)?.running += 1;
-        self.send(p, key, true, now)
+        self.send(p, key, j, true, now)
     }
 
     /// Takes the step's run off the slot and frees its job slot (or takes
     /// the step out of its queue, or cancels its wake-up): the step is
-    /// nowhere any more.
-    pub(super) fn vacate(&mut self, p: u16, key: &str) -> Result<(), Error> {
-        let j = self.current_job(p, key)?;
+    /// nowhere any more. `j` is the step's job (see [`Self::current_job`]):
+    /// the callers on a result's path have it already.
+    pub(super) fn vacate(&mut self, p: u16, key: &str, j: u16) -> Result<(), Error> {
         let (inst, mut alarms) = self.slot_mut(p, key)?;
         let was = inst.slot.phase;
         inst.slot.end(&mut alarms);
@@ -249,27 +254,30 @@ impl Processes {
         let verdict = match current {
             None => Err(Rejection::NotCurrent),
             Some(inst) => {
-                let j = self.current_job(p, id.key)?;
+                let j = self.job_of(inst)?;
                 let accept = self.job(j)?.def.run.accept;
-                inst.slot.accepts(&run_id, result.pass, accept)
+                inst.slot.accepts(&run_id, result.pass, accept).map(|()| j)
             }
         };
-        if let Err(reason) = verdict {
-            let subject = self.subject(p, id.key, true);
-            self.emit(Event::ResultRejected {
-                subject,
-                run_id,
-                pass: result.pass,
-                reason,
-            });
-            return Ok(());
-        }
+        let j = match verdict {
+            Ok(j) => j,
+            Err(reason) => {
+                let subject = self.subject(p, id.key, true);
+                self.emit(Event::ResultRejected {
+                    subject,
+                    run_id,
+                    pass: result.pass,
+                    reason,
+                });
+                return Ok(());
+            }
+        };
         let key = id.key;
         match result.status {
-            RunStatus::Succeeded => self.step_succeeded(p, key, result, now),
+            RunStatus::Succeeded => self.step_succeeded(p, key, j, result, now),
             RunStatus::Failed => {
                 let error = result.error.unwrap_or_else(|| "failed".to_string());
-                self.vacate(p, key)?;
+                self.vacate(p, key, j)?;
                 self.step_failed(p, key, error, now)
             }
         }
@@ -279,10 +287,11 @@ impl Processes {
         &mut self,
         p: u16,
         key: &str,
+        j: u16,
         result: RunResult,
         now: Timestamp,
     ) -> Result<(), Error> {
-        self.vacate(p, key)?;
+        self.vacate(p, key, j)?;
         for next in &result.step.next {
             if !self.job_by_name.contains_key(&next.job) {
                 // Validated at decode for configured jobs; a job removed
@@ -394,7 +403,10 @@ impl Processes {
     /// Ends the active instance (its step already vacated): records the
     /// outcome, publishes it, and starts the next waiting launch.
     pub(super) fn end(&mut self, p: u16, key: &str, end: End, now: Timestamp) -> Result<(), Error> {
-        let def = self.def(p)?.clone();
+        let (reuse, timeout, idle_timeout) = {
+            let def = self.def(p)?;
+            (def.reuse, def.timeout, def.idle_timeout)
+        };
         let subject = self.subject(p, key, false);
         let record = self.record_mut(p, key)?;
         let inst = record.active.take().ok_or_else(|| {
@@ -411,7 +423,7 @@ impl Processes {
         // What did not succeed is kept whole: an operator may restart it
         // from a step, or retry its step (`recover`).
         let kept = (status != Status::Succeeded).then(|| Box::new(inst.clone()));
-        if status == Status::Succeeded && def.reuse == Reuse::UntilReset {
+        if status == Status::Succeeded && reuse == Reuse::UntilReset {
             record.goal = true;
         }
         record.last = Some(Outcome {
@@ -423,13 +435,13 @@ impl Processes {
             instance: kept,
         });
         let key_s = key.to_string();
-        if let Some(timeout) = def.timeout {
+        if let Some(timeout) = timeout {
             self.timers.cancel(
                 add(inst.started_at, timeout.get()),
                 ProcTimer::Timeout(p, key_s.clone()),
             );
         }
-        if let Some(idle) = def.idle_timeout {
+        if let Some(idle) = idle_timeout {
             self.timers.cancel(
                 add(inst.progress_at, idle.get()),
                 ProcTimer::Idle(p, key_s.clone()),

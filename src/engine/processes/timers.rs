@@ -44,9 +44,9 @@ impl Processes {
             restarted: restart && !overdue,
         });
         if restart && !overdue {
-            return self.send(p, key, false, now);
+            return self.send(p, key, j, false, now);
         }
-        self.vacate(p, key)?;
+        self.vacate(p, key, j)?;
         self.step_failed(p, key, policy.timeout_error(), now)
     }
 
@@ -93,7 +93,7 @@ impl Processes {
             self.mark(p, key);
             return Ok(());
         }
-        self.vacate(p, key)?;
+        self.vacate(p, key, j)?;
         self.deadline_exceeded(p, key, now)
     }
 
@@ -136,7 +136,7 @@ impl Processes {
         if due != Some(at) {
             return Ok(());
         }
-        self.vacate(p, key)?;
+        self.vacate(p, key, self.current_job(p, key)?)?;
         self.end(p, key, End::TimedOut, now)
     }
 
@@ -168,7 +168,7 @@ impl Processes {
             // As a timeout's restart: the attempt counts, the run id stays.
             let inst = self.active_mut(p, key)?;
             inst.slot.failures += 1;
-            return self.send(p, key, false, now);
+            return self.send(p, key, self.current_job(p, key)?, false, now);
         }
         self.active_mut(p, key)?.progress_at = now;
         self.rearm_idle(p, key, now)?;

@@ -149,6 +149,9 @@ enum Named<'a> {
 const FEW: usize = 4;
 
 impl<'a> Named<'a> {
+    // Inlined into the record's writer: returned by value, its entries
+    // were copied out on every call.
+    #[inline(always)]
     fn of(table: &'a CtlTable, values: &[(ParamId, Stamp)]) -> Named<'a> {
         let named = values.iter().map(|&(p, v)| {
             let name = table.name(p);
