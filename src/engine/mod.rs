@@ -7,6 +7,7 @@
 //! record, and [`Engine::restore`] rebuilds an equal shard from them.
 
 mod input;
+mod marks;
 mod offers;
 pub(crate) mod ops;
 mod processes;

@@ -80,7 +80,7 @@ impl Offers {
         self.counters.committed += 1;
         let state = self.offer_state(id, cause, changed)?;
         self.out.push(Action::OfferState(state));
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         Ok(())
     }
 
@@ -194,7 +194,7 @@ impl Offers {
         }
         self.counters.committed += 1;
         self.out.push(Action::OfferState(last));
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         Ok(())
     }
 

@@ -108,7 +108,7 @@ impl Offers {
                 *s
             })
             .collect();
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         self.unpark(id);
         for s in dead {
             self.enqueue(id, s, Lane::Live, now)?;

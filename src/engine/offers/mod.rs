@@ -23,10 +23,9 @@ mod restore;
 mod runs;
 mod view;
 
-use std::collections::BTreeSet;
-
 use jiff::Timestamp;
 
+use super::marks::Marks;
 use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, PingPong, RunPolicy};
@@ -207,11 +206,11 @@ pub(super) struct Offers {
     map: OfferMap,
     timers: Timers<OfferTimer>,
     /// Offers changed in this step (written or tombstoned at its end).
-    dirty: BTreeSet<String>,
+    dirty: Marks<String>,
     /// Rescans changed in this step.
-    dirty_rescans: BTreeSet<u16>,
+    dirty_rescans: Marks<u16>,
     /// Stages needing a dispatch pass at the end of the step.
-    pending: BTreeSet<u16>,
+    pending: Marks<u16>,
     /// Rescan records of stages no longer configured: tombstoned at start.
     orphan_rescans: Vec<String>,
     out: Vec<Action>,
@@ -264,9 +263,9 @@ impl Offers {
             ping_pong: config.offers.ping_pong,
             map: OfferMap::default(),
             timers: Timers::default(),
-            dirty: BTreeSet::new(),
-            dirty_rescans: BTreeSet::new(),
-            pending: BTreeSet::new(),
+            dirty: Marks::default(),
+            dirty_rescans: Marks::default(),
+            pending: Marks::default(),
             orphan_rescans: Vec::new(),
             out: Vec::new(),
             counters: OfferCounters::default(),
@@ -360,6 +359,11 @@ impl Offers {
             self.on_timer(timer, at, now)?;
         }
         Ok(())
+    }
+
+    /// Marks offer `id` changed in this step.
+    fn mark(&mut self, id: &str) {
+        self.dirty.insert_with(|last| last == id, || id.to_string());
     }
 
     /// Ends a step: dispatches what the stages allow, then writes the
@@ -497,7 +501,7 @@ impl Offers {
             }
             _ => return Ok(false),
         }
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         Ok(true)
     }
 
@@ -548,7 +552,7 @@ impl Offers {
         self.timers
             .replace(slot.timer(), at, OfferTimer::Stage(s, id.to_string()));
         slot.set_timer(at);
-        self.dirty.insert(id.to_string());
+        self.mark(id);
     }
 
     fn on_timer(&mut self, timer: OfferTimer, at: Timestamp, now: Timestamp) -> Result<(), Error> {
@@ -607,7 +611,7 @@ impl Offers {
                 .cancel(until, OfferTimer::Unpark(id.to_string()));
         }
         rt.guard = Guard::default();
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         self.show_queued(id);
     }
 }

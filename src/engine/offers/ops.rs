@@ -138,7 +138,7 @@ impl Offers {
         }
         slot.slot.phase = Phase::Idle;
         slot.set_source(Some(source.to_string()));
-        self.dirty.insert(offer.to_string());
+        self.mark(offer);
         self.emit(Event::Recovered {
             subject: Subject::stage(stage, offer),
             source: source.to_string(),

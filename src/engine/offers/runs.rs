@@ -74,7 +74,7 @@ impl Offers {
         g.parked_until = Some(until);
         let runs = g.runs;
         self.timers.arm(until, OfferTimer::Unpark(id.to_string()));
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         let stage = self.stage(s)?.def.name.clone();
         self.emit(Event::PingPong {
             offer: id.to_string(),
@@ -140,7 +140,7 @@ impl Offers {
         } else {
             slot.source().map(str::to_string)
         };
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         self.out.push(Action::StageRun(StageRunCommand {
             stage,
             offer: id.to_string(),
@@ -310,7 +310,7 @@ impl Offers {
         self.timers
             .cancel(due, OfferTimer::Stage(s, id.to_string()));
         slot.set_timer(None);
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         true
     }
 
@@ -321,7 +321,7 @@ impl Offers {
         let st = self.stage_mut(s)?;
         st.running = st.running.saturating_sub(1);
         self.pending.insert(s);
-        self.dirty.insert(id.to_string());
+        self.mark(id);
         Ok(())
     }
 

@@ -10,7 +10,8 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use super::marks::Marks;
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
@@ -51,7 +52,7 @@ pub(super) struct Ops {
     /// Recoveries with a chunk due, and when.
     due: BTreeMap<String, Timestamp>,
     /// Recoveries changed in this step.
-    dirty: BTreeSet<String>,
+    dirty: Marks<String>,
     /// Events decided in this step.
     out: Vec<Action>,
     /// Items per chunk ([`RECOVERY_CHUNK`]; smaller in tests).
@@ -64,7 +65,7 @@ impl Ops {
             partition: 0,
             recoveries: BTreeMap::new(),
             due: BTreeMap::new(),
-            dirty: BTreeSet::new(),
+            dirty: Marks::default(),
             out: Vec::new(),
             chunk: RECOVERY_CHUNK,
         }

@@ -24,11 +24,11 @@ mod view;
 #[cfg(test)]
 mod prop;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use super::marks::Marks;
 use crate::action::{Action, Event, Subject};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::{Config, RunPolicy};
@@ -144,13 +144,13 @@ pub(super) struct Processes {
     /// instance ids.
     counters: Vec<u64>,
     /// Counters changed in this step.
-    dirty_counters: BTreeSet<u16>,
+    dirty_counters: Marks<u16>,
     /// Keys changed in this step (written or tombstoned at its end).
-    dirty: BTreeSet<(u16, String)>,
+    dirty: Marks<(u16, String)>,
     /// Schedules changed in this step.
-    dirty_schedules: BTreeSet<u16>,
+    dirty_schedules: Marks<u16>,
     /// Job queues needing a dispatch pass at the end of the step.
-    pending: BTreeSet<u16>,
+    pending: Marks<u16>,
     /// Records of processes no longer configured: tombstoned at start.
     orphans: Vec<(Store, String)>,
     out: Vec<Action>,
@@ -240,10 +240,10 @@ impl Processes {
             timers: Timers::default(),
             schedules: vec![None; n],
             counters: vec![0; n],
-            dirty_counters: BTreeSet::new(),
-            dirty: BTreeSet::new(),
-            dirty_schedules: BTreeSet::new(),
-            pending: BTreeSet::new(),
+            dirty_counters: Marks::default(),
+            dirty: Marks::default(),
+            dirty_schedules: Marks::default(),
+            pending: Marks::default(),
             orphans: Vec::new(),
             out: Vec::new(),
             grave_time,
@@ -338,7 +338,8 @@ impl Processes {
     }
 
     fn mark(&mut self, p: u16, key: &str) {
-        self.dirty.insert((p, key.to_string()));
+        self.dirty
+            .insert_with(|(q, k)| *q == p && k == key, || (p, key.to_string()));
     }
 
     /// Fires every process timer due at or before `now`. A schedule chunk
