@@ -120,14 +120,37 @@ pub fn patched(body: &Body, patch: &Body) -> Body {
     let mut out = Body::with_capacity(len);
     out.extend(body.iter().map(|(k, v)| (k.clone(), v.clone())));
     merge_object(&mut out, patch);
-    // What the patch set is a copy of the patch's (sized as decoded) or a
-    // merge into one of the body's objects (grown by it): compacted alone.
+    compact_patched(&mut out, patch);
+    out
+}
+
+/// What the patch set is a copy of the patch's (sized as decoded) or a
+/// merge into one of the body's objects (grown by it): compacted alone.
+fn compact_patched(body: &mut Body, patch: &Body) {
     for key in patch.keys() {
-        if let Some(member) = out.get_mut(key) {
+        if let Some(member) = body.get_mut(key) {
             *member = compact(std::mem::take(member));
         }
     }
-    out
+}
+
+/// Applies `patch` to `body` where it lies — the body [`patched`] makes,
+/// though its map may keep more room than it needs — and returns the
+/// fields it changed, as [`patch_changed`] does. For a body no one else
+/// holds (a stage's update to the offer it ran on): copying every member
+/// into a new map was most of a result's work.
+pub fn patch_in_place(body: &mut Body, patch: &Body) -> Vec<String> {
+    let before: Vec<Option<Value>> = patch.keys().map(|k| body.get(k).cloned()).collect();
+    merge_object(body, patch);
+    compact_patched(body, patch);
+    let mut fields: Vec<String> = patch
+        .keys()
+        .zip(before)
+        .filter(|(k, old)| body.get(*k) != old.as_ref())
+        .map(|(k, _)| k.clone())
+        .collect();
+    fields.sort();
+    fields
 }
 
 /// [`changed_fields`] of `new`, which is `old` with `patch` applied: only
@@ -289,6 +312,13 @@ mod tests {
                 patch_changed(&body, &got, &patch),
                 changed_fields(Some(&body), &got)
             );
+            // Patched in place: the same body, member order included, and
+            // the same fields changed.
+            let mut in_place = body.clone();
+            let changed = patch_in_place(&mut in_place, &patch);
+            proptest::prop_assert_eq!(order(&in_place), order(&got));
+            proptest::prop_assert_eq!(&in_place, &got);
+            proptest::prop_assert_eq!(changed, patch_changed(&body, &got, &patch));
             // The bound the driver checks an update's body against.
             use crate::codec::limits::{object_depth, object_size};
             proptest::prop_assert!(object_size(&got) <= object_size(&body) + object_size(&patch));

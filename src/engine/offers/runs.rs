@@ -215,18 +215,6 @@ impl Offers {
         if computed_from != rt.version {
             return self.rerun_stale(s, id, computed_from, now);
         }
-        let (body, changed) = match result.stage.update {
-            None => (rt.body.clone(), Vec::new()),
-            Some(Update::Patch(patch)) => {
-                let body = offer::patched(&rt.body, &patch);
-                let changed = offer::patch_changed(&rt.body, &body, &patch);
-                (SharedBody::new(body), changed)
-            }
-            Some(Update::Body(body)) => {
-                let changed = offer::changed_fields(Some(&rt.body), &body);
-                (offer::share(body), changed)
-            }
-        };
         let state = match result.stage.state {
             None => slot.state.clone(),
             Some(serde_json::Value::Null) => None,
@@ -235,7 +223,19 @@ impl Offers {
         let state_changed = state != slot.state;
         self.end_run(s, id)?;
         let rt = self.offer_mut(id)?;
-        rt.body = body;
+        let changed = match result.stage.update {
+            None => Vec::new(),
+            // Copied only if something still holds the body (a run command
+            // or offer state not yet encoded): usually nothing does.
+            Some(Update::Patch(patch)) => {
+                offer::patch_in_place(SharedBody::make_mut(&mut rt.body), &patch)
+            }
+            Some(Update::Body(body)) => {
+                let changed = offer::changed_fields(Some(&rt.body), &body);
+                rt.body = offer::share(body);
+                changed
+            }
+        };
         let slot = rt.slot_mut(s);
         slot.slot.succeeded();
         slot.set_source(None);
