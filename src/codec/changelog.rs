@@ -516,8 +516,46 @@ const OFFER_STAGES: u32 = 4;
 /// when they were built for it (`encode_offer_via_prost`, tested), less
 /// their copies of the body, the states and every string.
 fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
+    encode_offer_fields(
+        &OfferFields {
+            version: r.version,
+            body: &r.body,
+            updated_at: r.updated_at,
+            guard: &r.guard,
+            deleted: r.deleted,
+        },
+        r.stages.iter().map(|(name, slot)| (name.as_str(), slot)),
+        buf,
+    );
+}
+
+/// An offer record's fields but its slots, borrowed from where they lie.
+#[derive(Debug, Clone, Copy)]
+pub struct OfferFields<'a> {
+    /// See [`OfferRecord::version`].
+    pub version: u64,
+    /// See [`OfferRecord::body`].
+    pub body: &'a crate::offer::Body,
+    /// See [`OfferRecord::updated_at`].
+    pub updated_at: jiff::Timestamp,
+    /// See [`OfferRecord::guard`].
+    pub guard: &'a Guard,
+    /// See [`OfferRecord::deleted`].
+    pub deleted: bool,
+}
+
+/// Appends an offer record to `buf` from its fields and its slots, `stages`
+/// in name order with default slots left out (as [`OfferRecord::stages`]
+/// holds them): what [`encode_value_into`] writes for the record they
+/// make, without making it (a shard writes one at every step of an offer,
+/// and building it copied every stage name and slot).
+pub fn encode_offer_fields<'a>(
+    r: &OfferFields<'_>,
+    stages: impl IntoIterator<Item = (&'a str, &'a SlotRecord)>,
+    buf: &mut Vec<u8>,
+) {
     put_uint(1, r.version, buf);
-    put_json(2, &*r.body, buf);
+    put_json(2, r.body, buf);
     put_ts(3, r.updated_at, buf);
     if !r.guard.is_default() {
         put_message(5, buf, |buf| {
@@ -531,7 +569,7 @@ fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
         });
     }
     put_bool(6, r.deleted, buf);
-    for (name, slot) in &r.stages {
+    for (name, slot) in stages {
         put_message(OFFER_STAGES, buf, |buf| {
             put_str(1, name, buf);
             let at = buf.len();
@@ -588,6 +626,19 @@ pub(crate) fn offer_written_as_prost(r: &OfferRecord) -> bool {
     encode_offer_into(r, &mut ours);
     encode_offer_via_prost(r, &mut theirs);
     ours == theirs
+}
+
+/// Whether `bytes`, an offer record a shard wrote, are what the generated
+/// messages write for the record they decode to (for tests elsewhere in
+/// the crate).
+#[cfg(test)]
+pub(crate) fn offer_bytes_as_prost(bytes: &[u8]) -> bool {
+    let Ok(record) = decode_offer_record(bytes) else {
+        return false;
+    };
+    let mut theirs = Vec::new();
+    encode_offer_via_prost(&record, &mut theirs);
+    theirs == bytes
 }
 
 /// The offer record as the generated messages wrote it: the reference

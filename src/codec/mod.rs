@@ -39,6 +39,8 @@ pub mod validate;
 mod wire;
 
 #[cfg(test)]
+pub(crate) use changelog::offer_bytes_as_prost;
+#[cfg(test)]
 pub(crate) use changelog::offer_written_as_prost as offer_record_written_as_prost;
 #[cfg(test)]
 pub(crate) use process::written_as_prost as key_record_written_as_prost;
@@ -48,7 +50,8 @@ mod tests;
 
 pub use changelog::{
     changelog_key, decode_changelog, decode_offer_record, decode_task_record, encode_changelog,
-    encode_task_fields, encode_value_into, put_changelog_key, TaskFields, TaskValues,
+    encode_offer_fields, encode_task_fields, encode_value_into, put_changelog_key, OfferFields,
+    TaskFields, TaskValues,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{

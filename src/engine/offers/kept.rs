@@ -191,15 +191,11 @@ impl Offers {
     /// The changelog record of offer `id`, changed in this step; an offer
     /// nothing works on any more is kept as that record from now on.
     pub(super) fn write_record(&mut self, id: &str) -> crate::changelog::ChangelogRecord {
-        let mut record = self.offer_record(id);
-        if !self.map.get(id).is_some_and(OfferRt::idle) {
-            return record;
-        }
-        if let Some(value) = record.value.take() {
-            let mut bytes = Vec::new();
-            crate::codec::encode_value_into(id, value, &mut bytes);
-            self.map.insert(id, Kept::Cold(Box::from(bytes.as_slice())));
-            record.value = Some(Value::OfferEncoded(bytes));
+        let record = self.offer_record(id);
+        if self.map.get(id).is_some_and(OfferRt::idle) {
+            if let Some(Value::OfferEncoded(bytes)) = &record.value {
+                self.map.insert(id, Kept::Cold(Box::from(bytes.as_slice())));
+            }
         }
         record
     }
@@ -208,11 +204,7 @@ impl Offers {
     /// when nothing works on it, else in full.
     pub(super) fn keep_restored(&mut self, id: &str, rt: OfferRt, bytes: Option<Vec<u8>>) {
         let kept = if rt.idle() {
-            let bytes = bytes.unwrap_or_else(|| {
-                let mut bytes = Vec::new();
-                crate::codec::encode_value_into(id, self.record_of(&rt), &mut bytes);
-                bytes
-            });
+            let bytes = bytes.unwrap_or_else(|| self.encoded(&rt));
             Kept::Cold(bytes.into_boxed_slice())
         } else {
             Kept::Hot(Box::new(rt))

@@ -422,10 +422,11 @@ impl Offers {
         records
     }
 
-    /// The changelog record of offer `id` as it is kept (`None`: gone).
+    /// The changelog record of offer `id` as it is kept (`None`: gone),
+    /// written.
     fn offer_record(&self, id: &str) -> ChangelogRecord {
         let value = self.map.kept(id).map(|kept| match kept {
-            Kept::Hot(rt) => self.record_of(rt),
+            Kept::Hot(rt) => Value::OfferEncoded(self.encoded(rt)),
             Kept::Cold(bytes) => Value::OfferEncoded(bytes.to_vec()),
         });
         ChangelogRecord {
@@ -433,6 +434,29 @@ impl Offers {
             key: id.to_string(),
             value,
         }
+    }
+
+    /// The record of an offer written, as [`Self::record_of`] encodes.
+    fn encoded(&self, rt: &OfferRt) -> Vec<u8> {
+        // Slots in stage order; the record holds them in name order.
+        let mut stages: Vec<(&str, &SlotRecord)> = rt
+            .slots
+            .iter()
+            .filter(|(_, slot)| !slot.is_default())
+            .filter_map(|(s, slot)| Some((self.stages.get(*s as usize)?.def.name.as_str(), slot)))
+            .collect();
+        stages.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let fields = crate::codec::OfferFields {
+            version: rt.version,
+            body: &rt.body,
+            updated_at: rt.updated_at,
+            guard: &rt.guard,
+            deleted: rt.deleted,
+        };
+        // Room for a usual record at once (it is copied out when written).
+        let mut bytes = Vec::with_capacity(512);
+        crate::codec::encode_offer_fields(&fields, stages, &mut bytes);
+        bytes
     }
 
     /// The record of an offer in full.

@@ -231,6 +231,15 @@ proptest! {
             {
                 prop_assert!(crate::codec::offer_record_written_as_prost(record), "{:?}", record);
             }
+            // Those a step writes from the offer where it lies, too.
+            if let Action::Changelog(crate::changelog::ChangelogRecord {
+                value: Some(crate::changelog::Value::OfferEncoded(bytes)),
+                key,
+                ..
+            }) = &o.action
+            {
+                prop_assert!(crate::codec::offer_bytes_as_prost(bytes), "offer {}", key);
+            }
             if let Action::OfferState(s) = &o.action {
                 let (prev, deleted) = last.get(&s.offer).copied().unwrap_or((0, false));
                 prop_assert!(
