@@ -88,7 +88,7 @@ impl Processes {
         at: Option<Placement>,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let def = self.def(p)?.clone();
+        let conflict = self.def(p)?.conflict;
         let exists = self.record(p, key).is_some();
         if launch.reset {
             if let Some(record) = self.keys.get_mut(p, key) {
@@ -100,7 +100,7 @@ impl Processes {
         }
         let active = exists && self.record(p, key).is_some_and(|r| r.active.is_some());
         if active {
-            match def.conflict {
+            match conflict {
                 Conflict::Reject => return self.refuse(p, key, Refusal::Active, None),
                 Conflict::Queue => {
                     let record = self.record_mut(p, key)?;
@@ -203,7 +203,13 @@ impl Processes {
         at: Option<Placement>,
         now: Timestamp,
     ) -> Result<(), Error> {
-        let def = self.def(p)?.clone();
+        let def = self.def(p)?;
+        let (name, priority, timeout, idle_timeout) = (
+            def.name.clone(),
+            def.priority,
+            def.timeout,
+            def.idle_timeout,
+        );
         let chain: Vec<Step> = def
             .steps
             .iter()
@@ -225,7 +231,7 @@ impl Processes {
             queued: None,
             step_deadline: None,
             overdue: false,
-            priority: launch.priority.unwrap_or(def.priority),
+            priority: launch.priority.unwrap_or(priority),
             lane: launch.lane,
             started_at: now,
             progress_at: now,
@@ -236,20 +242,20 @@ impl Processes {
         self.mark(p, key);
         self.emit(Event::ProcessStarted {
             subject: Subject::Process {
-                process: def.name.clone(),
+                instance: Some(instance_id(&name, key, n)),
+                process: name,
                 key: key.to_string(),
-                instance: Some(instance_id(&def.name, key, n)),
                 job: None,
             },
             source: launch.source,
         });
-        if let Some(timeout) = def.timeout {
+        if let Some(timeout) = timeout {
             self.timers.arm(
                 add(now, timeout.get()),
                 ProcTimer::Timeout(p, key.to_string()),
             );
         }
-        if let Some(idle) = def.idle_timeout {
+        if let Some(idle) = idle_timeout {
             self.timers
                 .arm(add(now, idle.get()), ProcTimer::Idle(p, key.to_string()));
         }
