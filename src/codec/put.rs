@@ -203,6 +203,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `t` as field `tag` is what prost writes for the message, and
+    /// [`ts_len`] its length.
+    fn written_as_prost(tag: u32, t: Timestamp) -> Result<(), TestCaseError> {
+        let mut ours = vec![7];
+        put_ts(tag, t, &mut ours);
+        let mut theirs = vec![7];
+        prost::encoding::message::encode(tag, &timestamp_to_proto(t), &mut theirs);
+        prop_assert_eq!(&ours, &theirs);
+        prop_assert_eq!(ts_len(tag, t), ours.len() - 1);
+        Ok(())
+    }
+
     proptest! {
         /// A timestamp field is what prost writes for the message, and
         /// [`ts_len`] its length, over jiff's whole range.
@@ -211,13 +223,7 @@ mod tests {
             ns in Timestamp::MIN.as_nanosecond()..=Timestamp::MAX.as_nanosecond(),
             tag in 1u32..5000,
         ) {
-            let t = Timestamp::from_nanosecond(ns).unwrap();
-            let mut ours = vec![7];
-            put_ts(tag, t, &mut ours);
-            let mut theirs = vec![7];
-            prost::encoding::message::encode(tag, &timestamp_to_proto(t), &mut theirs);
-            prop_assert_eq!(&ours, &theirs);
-            prop_assert_eq!(ts_len(tag, t), ours.len() - 1);
+            written_as_prost(tag, Timestamp::from_nanosecond(ns).unwrap())?;
         }
 
         /// The same around the block written at once (five-byte `seconds`,
@@ -228,13 +234,7 @@ mod tests {
             nanos in prop_oneof![Just(0i32), 0i32..1_000_000_000, (1i32 << 28)..1_000_000_000],
             tag in 1u32..40,
         ) {
-            let t = Timestamp::new(seconds, nanos).unwrap();
-            let mut ours = vec![7];
-            put_ts(tag, t, &mut ours);
-            let mut theirs = vec![7];
-            prost::encoding::message::encode(tag, &timestamp_to_proto(t), &mut theirs);
-            prop_assert_eq!(&ours, &theirs);
-            prop_assert_eq!(ts_len(tag, t), ours.len() - 1);
+            written_as_prost(tag, Timestamp::new(seconds, nanos).unwrap())?;
         }
 
         /// A message field written in place is what prost writes for a

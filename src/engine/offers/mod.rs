@@ -436,16 +436,23 @@ impl Offers {
         }
     }
 
-    /// The record of an offer written, as [`Self::record_of`] encodes.
-    fn encoded(&self, rt: &OfferRt) -> Vec<u8> {
-        // Slots in stage order; the record holds them in name order.
-        let mut stages: Vec<(&str, &SlotRecord)> = rt
+    /// An offer's slots as its record holds them: under their stage's
+    /// name, in name order (`rt` keeps them in stage order), a default one
+    /// left out.
+    fn named_slots<'a>(&'a self, rt: &'a OfferRt) -> Vec<(&'a str, &'a SlotRecord)> {
+        let mut slots: Vec<(&str, &SlotRecord)> = rt
             .slots
             .iter()
             .filter(|(_, slot)| !slot.is_default())
             .filter_map(|(s, slot)| Some((self.stages.get(*s as usize)?.def.name.as_str(), slot)))
             .collect();
-        stages.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        slots.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        slots
+    }
+
+    /// The record of an offer written, as [`Self::record_of`] encodes.
+    fn encoded(&self, rt: &OfferRt) -> Vec<u8> {
+        let stages = self.named_slots(rt);
         let fields = crate::codec::OfferFields {
             version: rt.version,
             body: &rt.body,
@@ -461,12 +468,11 @@ impl Offers {
 
     /// The record of an offer in full.
     fn record_of(&self, rt: &OfferRt) -> Value {
-        let mut stages = Vec::with_capacity(rt.slots.len());
-        for (s, slot) in &rt.slots {
-            if let Some(st) = self.stages.get(*s as usize).filter(|_| !slot.is_default()) {
-                stages.push((st.def.name.clone(), slot.clone()));
-            }
-        }
+        let stages: Vec<(String, SlotRecord)> = self
+            .named_slots(rt)
+            .into_iter()
+            .map(|(name, slot)| (name.to_string(), slot.clone()))
+            .collect();
         Value::Offer(Box::new(OfferRecord {
             version: rt.version,
             body: rt.body.clone(),
