@@ -143,7 +143,7 @@ pub struct StepRunCommand {
     /// Index of the step in the instance's chain.
     pub step: u32,
     /// The job: the worker's handler.
-    pub job: String,
+    pub job: Arc<str>,
     /// `PROCESS/KEY#N.STEP#SEQ`: stable across re-dispatches of the same run.
     pub run_id: String,
     /// Try number of this step since its last success, from 1.
@@ -164,7 +164,7 @@ pub struct StepRunCommand {
     pub source: Option<String>,
     /// The job's run topic.
     #[serde(skip)]
-    pub topic: String,
+    pub topic: Arc<str>,
 }
 
 /// An offer's state after a committed change: the post-commit event

@@ -256,7 +256,7 @@ fn search_and_recover_over_every_partition_and_report_the_silent_ones() {
     assert_eq!(restarted.len(), KEYS, "{again:?}");
     assert_eq!(restarted_keys.len(), KEYS);
     for run in &restarted {
-        assert_eq!(run.job, "send");
+        assert_eq!(&*run.job, "send");
         let before = first.iter().find(|f| f.key == run.key).unwrap();
         assert_eq!(run.instance, before.instance, "the same instance");
         assert_ne!(run.run_id, before.run_id, "a new run id");

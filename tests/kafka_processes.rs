@@ -70,7 +70,7 @@ fn launches_by_command_and_by_event_run_their_chains() {
     launched.sort_unstable();
     assert_eq!(launched, ["p9", "u1", "u2", "u3", "u4", "u5"], "{first:?}");
     for run in &first {
-        assert_eq!((run.step, run.job.as_str(), run.attempt), (0, "reserve", 1));
+        assert_eq!((run.step, &*run.job, run.attempt), (0, "reserve", 1));
         // Instance numbers count a process's instances on the key's shard.
         assert!(
             run.instance.starts_with(&format!("payout/{}#", run.key)),
@@ -118,7 +118,7 @@ fn launches_by_command_and_by_event_run_their_chains() {
     let send_reader = kafka.reader(&send);
     let second = step_runs(&send_reader.read_until(WAIT, |r| step_runs(r).len() >= 6));
     for run in &second {
-        assert_eq!((run.step, run.job.as_str()), (1, "send"));
+        assert_eq!((run.step, &*run.job), (1, "send"));
         assert_eq!(run.context["reserved"], run.key.as_str());
     }
     for run in &second {

@@ -246,7 +246,7 @@ mod tests {
             }
             assert!(next.len() <= 1, "one step at a time");
             let Some(run) = next.pop() else { break };
-            jobs.push(run.job.clone());
+            jobs.push(run.job.to_string());
             let answer = reply(&codec::encode_step_run_command(
                 &run,
                 "results",

@@ -131,7 +131,7 @@ fn step_run_message(
         key: command.key.clone(),
         instance: command.instance.clone(),
         step: command.step,
-        job: command.job.clone(),
+        job: command.job.to_string(),
         source: command.source.clone().unwrap_or_default(),
         ..Default::default()
     }
@@ -156,7 +156,7 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
         key: non_empty("key", m.key)?,
         instance: non_empty("instance", m.instance)?,
         step: m.step,
-        job: non_empty("job", m.job)?,
+        job: non_empty("job", m.job)?.into(),
         run_id: non_empty("run_id", m.run_id)?,
         attempt: m.attempt,
         pass: m.pass,
@@ -164,7 +164,7 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
         context: object("context", m.context)?,
         deadline: required_ts("deadline", m.deadline.as_ref())?,
         source: Some(m.source).filter(|s| !s.is_empty()),
-        topic: String::new(),
+        topic: std::sync::Arc::from(""),
     })
 }
 
@@ -671,7 +671,7 @@ mod tests {
                 key,
                 instance,
                 step,
-                job,
+                job: job.into(),
                 attempt,
                 pass,
                 params: params.into_iter().map(|(k, v)| (k, serde_json::json!(v))).collect(),
@@ -679,7 +679,7 @@ mod tests {
                 deadline: Timestamp::from_millisecond(deadline).unwrap(),
                 source,
                 // Not on the wire: the topic the command is sent to.
-                topic: String::new(),
+                topic: "".into(),
             };
             let issued = ts("2021-04-25T04:00:00.25Z");
             let ours = encode_step_run_command(&command, "reactor.results", issued, Format::Protobuf);

@@ -67,7 +67,7 @@ pub fn launcher(clients: Clients, config: Arc<Config>, stop: Arc<AtomicBool>) {
 pub fn answer(run: &StepRunCommand, since_start: Duration) -> RunResult {
     let node_down = since_start.as_secs() % NODE_CYCLE.as_secs() < NODE_DOWN.as_secs()
         && since_start > NODE_CYCLE / 2;
-    let (ok, output) = match run.job.as_str() {
+    let (ok, output) = match &*run.job {
         "reserve" => (
             true,
             serde_json::json!({ "reserved": run.params.get("amount") }),
@@ -180,7 +180,7 @@ mod tests {
             context: Default::default(),
             deadline: "2024-01-01T00:00:00Z".parse().unwrap(),
             source: None,
-            topic: String::new(),
+            topic: "".into(),
         }
     }
 

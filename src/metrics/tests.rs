@@ -465,7 +465,7 @@ fn steps_and_instances_are_counted_by_job_and_process() {
             key: "u1".to_string(),
             instance: "payout/u1#1".to_string(),
             step: 0,
-            job: job.to_string(),
+            job: job.into(),
             run_id: "payout/u1#1.0#1".to_string(),
             attempt: 1,
             pass: 1,
@@ -473,7 +473,7 @@ fn steps_and_instances_are_counted_by_job_and_process() {
             context: Default::default(),
             deadline: ts("2024-01-01T00:00:00Z"),
             source: None,
-            topic: "jobs.send".to_string(),
+            topic: "jobs.send".into(),
         }))
     };
     metrics::with_local_recorder(&recorder, || {

@@ -215,7 +215,7 @@ impl Processes {
             .iter()
             .filter_map(|&j| self.jobs.get(j as usize))
             .map(|j| Step {
-                job: j.def.name.clone(),
+                job: j.def.name.to_string(),
                 params: None,
             })
             .collect();

@@ -47,8 +47,9 @@ pub use view::{JobStats, KeyView};
 /// A job type as the shard uses it.
 #[derive(Debug, Clone)]
 struct JobDef {
-    name: String,
-    topic: String,
+    /// Shared with every step run command of the job, as is `topic`.
+    name: Arc<str>,
+    topic: Arc<str>,
     /// Shared: a step's dispatch, failure and timeout each take it.
     run: Arc<RunPolicy>,
     requeue: Position,
@@ -168,8 +169,8 @@ impl Processes {
             .iter()
             .map(|j| JobRt {
                 def: JobDef {
-                    name: j.name.clone(),
-                    topic: j.topic.clone(),
+                    name: j.name.as_str().into(),
+                    topic: j.topic.as_str().into(),
                     run: Arc::new(j.run.clone()),
                     requeue: j.requeue,
                     deadline: j.deadline,
@@ -184,7 +185,7 @@ impl Processes {
         let job_by_name: ByName<u16> = jobs
             .iter()
             .enumerate()
-            .map(|(i, j)| (j.def.name.clone(), index(i)))
+            .map(|(i, j)| (j.def.name.to_string(), index(i)))
             .collect();
         let mut procs: Vec<ProcDef> = config
             .processes
@@ -207,7 +208,7 @@ impl Processes {
         // of the same name: a key's jobs run one at a time, in queue order.
         for (j, job) in jobs.iter().enumerate() {
             procs.push(ProcDef {
-                name: job.def.name.clone(),
+                name: job.def.name.to_string(),
                 steps: vec![index(j)],
                 reuse: Reuse::Allow,
                 conflict: Conflict::Queue,

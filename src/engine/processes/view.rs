@@ -71,7 +71,7 @@ impl Processes {
             .map(|j| {
                 let (queued, queued_low) = j.queue.depth();
                 JobStats {
-                    job: j.def.name.clone(),
+                    job: j.def.name.to_string(),
                     queued,
                     queued_low,
                     running: j.running,
