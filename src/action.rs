@@ -126,7 +126,7 @@ pub struct StageRunCommand {
     pub source: Option<String>,
     /// The stage's run topic.
     #[serde(skip)]
-    pub topic: String,
+    pub topic: Arc<str>,
 }
 
 /// A command for a job worker: run this step of a process instance (or a

@@ -291,7 +291,7 @@ mod tests {
             body: Body::new().into(),
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
-            topic: String::new(),
+            topic: "".into(),
             source: None,
         };
         let result = answer(&run);

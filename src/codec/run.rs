@@ -435,7 +435,7 @@ pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeE
         state,
         deadline: required_ts("deadline", m.deadline.as_ref())?,
         source: Some(m.source).filter(|s| !s.is_empty()),
-        topic: String::new(),
+        topic: "".into(),
     })
 }
 
@@ -631,7 +631,7 @@ mod tests {
                 state: state.map(Into::into),
                 deadline: Timestamp::from_millisecond(deadline).unwrap(),
                 source,
-                topic: String::new(),
+                topic: "".into(),
             };
             let issued = ts("2021-04-25T04:00:00.25Z");
             let ours = encode_stage_run_command(&command, "reactor.results", issued, Format::Protobuf);
@@ -731,7 +731,7 @@ mod tests {
                 assert_eq!(
                     decoded,
                     StageRunCommand {
-                        topic: String::new(),
+                        topic: "".into(),
                         ..cmd.clone()
                     },
                     "{format:?}"

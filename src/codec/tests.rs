@@ -104,7 +104,7 @@ fn valid_record(which: usize, format: Format) -> Vec<u8> {
                 body: body.into(),
                 state: Some(serde_json::json!({"model": [1, 2]}).into()),
                 deadline: "2024-06-01T00:00:00Z".parse().unwrap(),
-                topic: String::new(),
+                topic: "".into(),
                 source: None,
             },
             "reactor.results",

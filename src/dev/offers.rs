@@ -464,7 +464,7 @@ mod tests {
             body: super::body(body).into(),
             state: None,
             deadline: "2026-01-01T00:00:00Z".parse().unwrap(),
-            topic: String::new(),
+            topic: "".into(),
             source: None,
         }
     }

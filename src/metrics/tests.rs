@@ -267,7 +267,7 @@ fn stage_actions_and_results() {
         body: Default::default(),
         state: None,
         deadline: ts("2024-01-01T01:00:00Z"),
-        topic: "stage.price.runs".to_string(),
+        topic: "stage.price.runs".into(),
         source: None,
     });
     let stale = Action::Event(Event::StaleVersion {

@@ -60,7 +60,8 @@ struct StageDef {
     watch: Vec<String>,
     when: Expr,
     timer: Option<Expr>,
-    topic: String,
+    /// Shared with every run command of the stage.
+    topic: std::sync::Arc<str>,
     max_parallelism: u32,
     rate: Option<f64>,
     run: RunPolicy,
@@ -234,7 +235,7 @@ impl Offers {
                     watch: s.watch.clone(),
                     when: s.when.clone(),
                     timer: s.timer.clone(),
-                    topic: s.topic.clone(),
+                    topic: s.topic.as_str().into(),
                     max_parallelism: s.max_parallelism,
                     rate: s.rate_limit.as_ref().map(|r| r.per_second),
                     run: s.run.clone(),
