@@ -143,23 +143,28 @@ pub fn patch_in_place(body: &mut Body, patch: &Body) -> Vec<String> {
     let before: Vec<Option<Value>> = patch.keys().map(|k| body.get(k).cloned()).collect();
     merge_object(body, patch);
     compact_patched(body, patch);
-    let mut fields: Vec<String> = patch
-        .keys()
-        .zip(before)
-        .filter(|(k, old)| body.get(*k) != old.as_ref())
-        .map(|(k, _)| k.clone())
-        .collect();
-    fields.sort();
-    fields
+    differing(
+        patch
+            .keys()
+            .zip(&before)
+            .map(|(k, old)| (k, old.as_ref(), body.get(k))),
+    )
 }
 
 /// [`changed_fields`] of `new`, which is `old` with `patch` applied: only
 /// the members the patch names can differ, so only those are compared.
 pub fn patch_changed(old: &Body, new: &Body, patch: &Body) -> Vec<String> {
-    let mut fields: Vec<String> = patch
-        .keys()
-        .filter(|k| old.get(*k) != new.get(*k))
-        .cloned()
+    differing(patch.keys().map(|k| (k, old.get(k), new.get(k))))
+}
+
+/// The names among `members` (name, old value, new value) whose values
+/// differ, sorted: the fields a patch changed.
+fn differing<'a>(
+    members: impl Iterator<Item = (&'a String, Option<&'a Value>, Option<&'a Value>)>,
+) -> Vec<String> {
+    let mut fields: Vec<String> = members
+        .filter(|(_, old, new)| old != new)
+        .map(|(k, _, _)| k.clone())
         .collect();
     fields.sort();
     fields

@@ -164,7 +164,7 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
         context: object("context", m.context)?,
         deadline: required_ts("deadline", m.deadline.as_ref())?,
         source: Some(m.source).filter(|s| !s.is_empty()),
-        topic: std::sync::Arc::from(""),
+        topic: "".into(),
     })
 }
 
