@@ -17,8 +17,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // The tools' paths name library modules as `crate::…`; these imports make
 // those names the library's.
 use reactor::{
-    action, admin, clock, codec, config, ctl, duration, engine, kafka, metrics, offer, proto,
-    router, run, runtime, service, shell,
+    action, admin, changelog, clock, codec, config, ctl, duration, engine, kafka, metrics, offer,
+    proto, router, run, runtime, service, shell,
 };
 
 use std::process::ExitCode;
@@ -122,6 +122,19 @@ fn main() -> ExitCode {
             };
             let how = if args.in_process { measure } else { in_child };
             match how(item, items, args.stages, args.partitions) {
+                Ok(m) => {
+                    println!("{m}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Bench(args) if args.workload == bench::Workload::Restore => {
+            reactor::cli::init_logs(false);
+            match bench::run_restore(&args) {
                 Ok(m) => {
                     println!("{m}");
                     ExitCode::SUCCESS

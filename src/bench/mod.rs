@@ -40,6 +40,7 @@ mod offers;
 mod plan;
 pub mod recovery;
 mod report;
+mod restore;
 pub mod stats;
 pub mod threads;
 mod worker;
@@ -152,7 +153,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         None,
     )?;
 
-    let (eos_on, eos_off, rate, task_memory) = if plan.workload.tasks() {
+    let (eos_on, eos_off, rate, task_memory, restore) = if plan.workload.tasks() {
         // Memory per task: what the configuration and the shards hold, in
         // a process of their own (this one's growth would reuse what the
         // loop just freed).
@@ -164,12 +165,22 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
             .unwrap_or_else(|| auto_rate(eos_on.throughput / 2.0));
         let (config, _) = tasks_config(plan.tasks)?;
         let eos_off = instance::measure(&cluster, config, &plan, &inputs, false, Some(rate))?;
-        (Some(eos_on), Some(eos_off), rate, Some(task_memory))
+        let restore = (plan.restore_tasks > 0)
+            .then(|| restore::tasks(&cluster, &plan, plan.restore_tasks))
+            .transpose()?;
+        (
+            Some(eos_on),
+            Some(eos_off),
+            rate,
+            Some(task_memory),
+            restore,
+        )
     } else {
         (
             None,
             None,
             plan.latency_rate.unwrap_or(MAX_LATENCY_RATE),
+            None,
             None,
         )
     };
@@ -209,6 +220,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         baseline,
         baseline_first,
         task_memory,
+        restore,
         eos_on,
         eos_off,
         offers,
@@ -233,6 +245,20 @@ pub fn run_failover(args: &BenchArgs) -> Result<FailoverMeasurement, Error> {
     })?;
     let cluster = Cluster::new(args.brokers.as_deref())?;
     failover::measure(&cluster, &plan, args.failover_rate)
+}
+
+/// Runs the restore workload alone (blocking): a changelog of
+/// `--restore-tasks` tasks read raw and restored.
+pub fn run_restore(args: &BenchArgs) -> Result<restore::RestoreMeasurement, Error> {
+    let plan = Plan::new(&BenchArgs {
+        workload: Workload::Tasks,
+        ..args.clone()
+    })?;
+    if plan.restore_tasks == 0 {
+        return Err(Error::Args("--restore-tasks must be at least 1".into()));
+    }
+    let cluster = Cluster::new(args.brokers.as_deref())?;
+    restore::tasks(&cluster, &plan, plan.restore_tasks)
 }
 
 /// Rate of the latency phase when not given: half of what Reactor sustained
@@ -702,9 +728,13 @@ mod tests {
             chains: 30,
             chain_latency_launches: 10,
             chain_latency_rate: Some(50.0),
+            restore_tasks: Some(500),
             ..BenchArgs::default()
         };
         let report = run(&args).unwrap();
+        let restore = report.restore.expect("the restore measured");
+        assert_eq!(restore.records, 500, "{report}");
+        assert!(restore.raw > 0.0 && restore.restore > 0.0, "{report}");
         let (on, off) = (report.eos_on.as_ref(), report.eos_off.as_ref());
         for m in [Some(&report.baseline), on, off] {
             let m = m.expect("both workloads ran");

@@ -34,6 +34,9 @@ pub enum Workload {
     /// offers through `--stages` stages on `--partitions` shards), in a
     /// process of its own; the offers workload reports it too (not part of `all`).
     OfferMemory,
+    /// A changelog of `--restore-tasks` tasks read raw and restored into
+    /// every shard (the tasks workload measures it too; not part of `all`).
+    Restore,
 }
 
 impl Workload {
@@ -128,6 +131,12 @@ pub struct BenchArgs {
     /// of the jobs throughput, at most 2000.
     #[arg(long)]
     pub chain_latency_rate: Option<f64>,
+    /// Tasks whose changelog (one record each, every task fired once) the
+    /// tasks workload reads raw and restores (0: skip it); default 25,000
+    /// per partition (the mock cluster keeps about 5 MB of each partition,
+    /// some 40,000 task records, and the bench's pools do not spread evenly).
+    #[arg(long)]
+    pub restore_tasks: Option<usize>,
     /// A smoke run: at most 2000 changes and 300 latency changes (offers
     /// and jobs: 1000 and 100; recovery: 20,000 instances).
     #[arg(long)]
@@ -171,6 +180,7 @@ impl Default for BenchArgs {
             chains: 280_000,
             chain_latency_launches: 500,
             chain_latency_rate: None,
+            restore_tasks: None,
             baseline_changes: 5_000_000,
             quick: false,
             in_process: false,
@@ -181,6 +191,9 @@ impl Default for BenchArgs {
         }
     }
 }
+
+/// Default tasks of the restore measurement per partition.
+const RESTORE_TASKS_PER_PARTITION: usize = 25_000;
 
 /// The bench as planned from the options.
 #[derive(Debug, Clone)]
@@ -199,6 +212,8 @@ pub(super) struct Plan {
     pub(super) offers: Option<OffersPlan>,
     /// The jobs workload, when it runs.
     pub(super) jobs: Option<JobsPlan>,
+    /// Tasks of the restore measurement (0: none).
+    pub(super) restore_tasks: usize,
 }
 
 impl Plan {
@@ -258,6 +273,16 @@ impl Plan {
             commit_interval,
             timeout,
             latency_rate: args.latency_rate,
+            restore_tasks: {
+                let n = args.restore_tasks.unwrap_or(
+                    RESTORE_TASKS_PER_PARTITION * usize::try_from(args.partitions).unwrap_or(1),
+                );
+                if args.quick {
+                    n.min(2000)
+                } else {
+                    n
+                }
+            },
         })
     }
 

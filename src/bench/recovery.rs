@@ -369,6 +369,7 @@ pub fn run(args: &BenchArgs) -> Result<RecoveryReport, Error> {
         latency_rate: None,
         offers: None,
         jobs: None,
+        restore_tasks: 0,
     };
     let cluster = Cluster::new(args.brokers.as_deref())?;
     let prefix = super::prefix("recovery-jobs");

@@ -141,80 +141,94 @@ impl Engine {
     ) -> Result<Engine, Error> {
         let mut engine = Engine::for_shard(config, owns);
         for record in records {
-            match record.store {
-                Store::Offer => {
-                    // Taken whole: the offer keeps its body and states.
-                    let value = match record.value {
-                        Some(Value::Offer(o)) => Some(*o),
-                        Some(Value::OfferEncoded(bytes)) => {
-                            engine
-                                .offers
-                                .restore_encoded(&record.key, bytes)
-                                .map_err(|e| Error::BadRecord {
-                                    store: Store::Offer.as_str(),
-                                    key: record.key.clone(),
-                                    message: e.to_string(),
-                                })?;
-                            continue;
-                        }
-                        None => None,
-                        Some(other) => {
-                            return Err(bad_value(&ChangelogRecord {
-                                value: Some(other),
-                                ..record
-                            }))
-                        }
-                    };
-                    engine.offers.restore_offer(record.key, value);
-                }
-                Store::Rescan => {
-                    let value = match &record.value {
-                        Some(Value::Rescan(r)) => Some(r),
-                        None => None,
-                        Some(_) => return Err(bad_value(&record)),
-                    };
-                    engine.offers.restore_rescan(record.key, value);
-                }
-                Store::Task => engine.tasks.restore(&record)?,
-                Store::Process => {
-                    let value = match &record.value {
-                        Some(Value::Process(r)) => Some(r.as_ref()),
-                        None => None,
-                        Some(_) => return Err(bad_value(&record)),
-                    };
-                    engine.processes.restore_key(&record.key, value);
-                }
-                Store::Schedule => {
-                    let value = match &record.value {
-                        Some(Value::Schedule(r)) => Some(r),
-                        None => None,
-                        Some(_) => return Err(bad_value(&record)),
-                    };
-                    engine.processes.restore_schedule(&record.key, value);
-                }
-                Store::Seq => {
-                    let value = match &record.value {
-                        Some(Value::Seq(n)) => Some(*n),
-                        None => None,
-                        Some(_) => return Err(bad_value(&record)),
-                    };
-                    engine.processes.restore_counter(&record.key, value);
-                }
-                Store::Recovery => {
-                    let value = match &record.value {
-                        Some(Value::Recovery(r)) => Some(r.as_ref()),
-                        None => None,
-                        Some(_) => return Err(bad_value(&record)),
-                    };
-                    engine.ops.restore(&record.key, value);
-                }
+            engine.restore_record(record)?;
+        }
+        engine.restored()?;
+        Ok(engine)
+    }
+
+    /// Takes one changelog record into a shard being restored (made by
+    /// [`Engine::for_shard`]): records in the order they were written, the
+    /// last of a key replacing what came before. A record refused leaves
+    /// the shard as it was. Call [`Engine::restored`] after the last.
+    pub fn restore_record(&mut self, record: ChangelogRecord) -> Result<(), Error> {
+        match record.store {
+            Store::Offer => {
+                // Taken whole: the offer keeps its body and states.
+                let value = match record.value {
+                    Some(Value::Offer(o)) => Some(*o),
+                    Some(Value::OfferEncoded(bytes)) => {
+                        self.offers
+                            .restore_encoded(&record.key, bytes)
+                            .map_err(|e| Error::BadRecord {
+                                store: Store::Offer.as_str(),
+                                key: record.key.clone(),
+                                message: e.to_string(),
+                            })?;
+                        return Ok(());
+                    }
+                    None => None,
+                    Some(other) => {
+                        return Err(bad_value(&ChangelogRecord {
+                            value: Some(other),
+                            ..record
+                        }))
+                    }
+                };
+                self.offers.restore_offer(record.key, value);
+            }
+            Store::Rescan => {
+                let value = match &record.value {
+                    Some(Value::Rescan(r)) => Some(r),
+                    None => None,
+                    Some(_) => return Err(bad_value(&record)),
+                };
+                self.offers.restore_rescan(record.key, value);
+            }
+            Store::Task => self.tasks.restore(&record)?,
+            Store::Process => {
+                let value = match &record.value {
+                    Some(Value::Process(r)) => Some(r.as_ref()),
+                    None => None,
+                    Some(_) => return Err(bad_value(&record)),
+                };
+                self.processes.restore_key(&record.key, value);
+            }
+            Store::Schedule => {
+                let value = match &record.value {
+                    Some(Value::Schedule(r)) => Some(r),
+                    None => None,
+                    Some(_) => return Err(bad_value(&record)),
+                };
+                self.processes.restore_schedule(&record.key, value);
+            }
+            Store::Seq => {
+                let value = match &record.value {
+                    Some(Value::Seq(n)) => Some(*n),
+                    None => None,
+                    Some(_) => return Err(bad_value(&record)),
+                };
+                self.processes.restore_counter(&record.key, value);
+            }
+            Store::Recovery => {
+                let value = match &record.value {
+                    Some(Value::Recovery(r)) => Some(r.as_ref()),
+                    None => None,
+                    Some(_) => return Err(bad_value(&record)),
+                };
+                self.ops.restore(&record.key, value);
             }
         }
-        engine.tasks.rebuild_derived()?;
-        engine.offers.rebuild_derived();
-        engine.processes.rebuild_derived()?;
-        engine.next = engine.earliest();
-        Ok(engine)
+        Ok(())
+    }
+
+    /// Ends a restore: rebuilds what the records imply (indexes, timers).
+    pub fn restored(&mut self) -> Result<(), Error> {
+        self.tasks.rebuild_derived()?;
+        self.offers.rebuild_derived();
+        self.processes.rebuild_derived()?;
+        self.next = self.earliest();
+        Ok(())
     }
 
     /// Sets a CTL value without evaluating anything: restoring the global table.

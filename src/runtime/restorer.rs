@@ -26,7 +26,7 @@
 //! keeps tailing the changelog of the shards this instance does not own, so
 //! taking one over reads only what was written since.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -41,6 +41,7 @@ use super::backoff::Backoff;
 use crate::changelog::{ChangelogRecord, Value};
 use crate::codec;
 use crate::config::Config;
+use crate::engine::{self, Engine};
 use crate::kafka::{Clients, Error, ReaderContext};
 use crate::router::Router;
 use crate::shell::driver::Driver;
@@ -138,6 +139,7 @@ impl Restorer {
             parts: BTreeMap::new(),
             standbys: BTreeSet::new(),
             assigned: BTreeSet::new(),
+            waiting: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("reactor-restore".into())
@@ -184,22 +186,44 @@ impl Drop for Restorer {
     }
 }
 
-/// A compacted changelog partition as read so far: the last record of each
-/// key, in offset order (what Kafka's compaction keeps).
-#[derive(Default)]
-struct Log {
-    by_offset: BTreeMap<i64, ChangelogRecord>,
-    by_key: HashMap<Vec<u8>, i64>,
+/// A shard rebuilt from its changelog partition as the records are read:
+/// each taken in offset order, the last of a key replacing the ones before,
+/// so that it holds what the compacted partition holds, without a copy of
+/// the records (decoded once, held once).
+struct Shard {
+    engine: Engine,
     /// CTL dead-letter marks (the runtime's own records).
     marks: BTreeMap<i32, i64>,
+    /// Records the engine refused, by changelog key, until a later record
+    /// of the key replaces them (compaction would drop them): a restore
+    /// that ends with any fails with it.
+    refused: BTreeMap<Vec<u8>, engine::Error>,
 }
 
-impl Log {
-    fn add(&mut self, key: &[u8], offset: i64, record: ChangelogRecord) {
-        if let Some(old) = self.by_key.insert(key.to_vec(), offset) {
-            self.by_offset.remove(&old);
+impl Shard {
+    fn new(config: &Config, router: &Router, partition: i32) -> Result<Shard, Error> {
+        let engine = Driver::empty_shard(config, router, partition).map_err(|e| Error::Topic {
+            topic: config.kafka.topics.changelog.clone(),
+            message: format!("partition {partition}: {e}"),
+        })?;
+        Ok(Shard {
+            engine,
+            marks: BTreeMap::new(),
+            refused: BTreeMap::new(),
+        })
+    }
+
+    fn take(&mut self, key: &[u8], record: ChangelogRecord) {
+        match self.engine.restore_record(record) {
+            Ok(()) => {
+                if !self.refused.is_empty() {
+                    self.refused.remove(key);
+                }
+            }
+            Err(e) => {
+                self.refused.insert(key.to_vec(), e);
+            }
         }
-        self.by_offset.insert(offset, record);
     }
 }
 
@@ -208,7 +232,7 @@ struct Part {
     /// Being restored for the runtime (else only tailed as a standby).
     restore: Option<Pending>,
     /// What was read so far.
-    log: Log,
+    shard: Shard,
     /// Records read since the restore was asked.
     records: u64,
     /// The next offset to read, as far as the reader knows.
@@ -238,19 +262,20 @@ struct Reader {
     standbys: BTreeSet<i32>,
     /// Changelog partitions assigned to the consumer.
     assigned: BTreeSet<i32>,
+    /// Restores asked but not begun (their offsets could not be fetched
+    /// yet): a standby among them is kept, not dropped with the standby set.
+    waiting: Vec<(i32, Option<i64>)>,
 }
 
 impl Reader {
     fn run(mut self) {
         let mut backoff = Backoff::default();
-        // Restores asked but not begun (their offsets could not be fetched yet).
-        let mut waiting: Vec<(i32, Option<i64>)> = Vec::new();
         let mut retry_at = Instant::now();
         loop {
             let busy = self.parts.values().any(|p| p.restore.is_some());
             let wait = if busy {
                 Duration::ZERO
-            } else if !waiting.is_empty() {
+            } else if !self.waiting.is_empty() {
                 retry_at.saturating_duration_since(Instant::now())
             } else if self.parts.is_empty() {
                 Duration::MAX
@@ -264,23 +289,26 @@ impl Reader {
             };
             while let Some(request) = next {
                 match request {
-                    Request::Restore { partition, known } => waiting.push((partition, known)),
+                    Request::Restore { partition, known } => {
+                        self.waiting.push((partition, known));
+                    }
                     Request::Cancel(p) => {
-                        waiting.retain(|(q, _)| *q != p);
+                        self.waiting.retain(|(q, _)| *q != p);
                         self.cancel(p);
                     }
                     Request::Standby(set) => self.standby(set),
                 }
                 next = self.inbox.try_recv().ok();
             }
-            if !waiting.is_empty() && Instant::now() >= retry_at {
+            if !self.waiting.is_empty() && Instant::now() >= retry_at {
+                let waiting = std::mem::take(&mut self.waiting);
                 match self.begin(&waiting) {
                     Ok(()) => {
-                        waiting.clear();
                         backoff.reset();
                     }
                     Err(e) if e.is_retryable() => {
                         tracing::warn!(error = %e, "starting a restore failed; retrying");
+                        self.waiting = waiting;
                         retry_at = Instant::now() + backoff.next_delay();
                     }
                     Err(e) => {
@@ -372,7 +400,7 @@ impl Reader {
                         p,
                         Part {
                             restore: Some(pending),
-                            log: Log::default(),
+                            shard: Shard::new(&self.config, &self.router, p)?,
                             records: 0,
                             next: from,
                             eof: false,
@@ -407,10 +435,14 @@ impl Reader {
         let changelog = self.config.kafka.topics.changelog.clone();
         let gone: Vec<i32> = self.standbys.difference(&set).copied().collect();
         for p in gone {
-            if self
-                .parts
-                .get(&p)
-                .is_some_and(|part| part.restore.is_none())
+            // The owner asks for a shard's restore, then for the standby set
+            // without it: the tailed shard is what that restore goes on from.
+            let asked = self.waiting.iter().any(|(q, _)| *q == p);
+            if !asked
+                && self
+                    .parts
+                    .get(&p)
+                    .is_some_and(|part| part.restore.is_none())
             {
                 self.drop_part(p);
             }
@@ -420,11 +452,18 @@ impl Reader {
             if self.parts.contains_key(&p) {
                 continue;
             }
+            let shard = match Shard::new(&self.config, &self.router, p) {
+                Ok(shard) => shard,
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "not tailing a standby");
+                    continue;
+                }
+            };
             self.parts.insert(
                 p,
                 Part {
                     restore: None,
-                    log: Log::default(),
+                    shard,
                     records: 0,
                     next: 0,
                     eof: false,
@@ -463,7 +502,8 @@ impl Reader {
                 Some(Ok(m)) => take(
                     &mut self.parts,
                     &self.consumer,
-                    &self.config.kafka.topics.changelog,
+                    &self.config,
+                    &self.router,
                     &m,
                 ),
                 Some(Err(KafkaError::PartitionEOF(p))) => {
@@ -498,43 +538,36 @@ impl Reader {
             .map(|(p, _)| *p)
             .collect();
         for p in done {
-            let standby = self.standbys.contains(&p);
-            let Some(part) = self.parts.get_mut(&p) else {
+            // A shard handed over is no longer tailed: its owner writes it.
+            // Should it become a standby again, it is read anew.
+            self.standbys.remove(&p);
+            let Some(part) = self.parts.remove(&p) else {
                 continue;
             };
-            let Some(pending) = part.restore.take() else {
+            self.drop_part(p);
+            let Some(pending) = part.restore else {
                 continue;
             };
             let records = part.records;
             let state = if pending.known.is_some() {
                 State::Unchanged
             } else {
-                let log = if standby {
-                    // The standby goes on from a copy.
-                    Log {
-                        by_offset: part.log.by_offset.clone(),
-                        by_key: HashMap::new(),
-                        marks: part.log.marks.clone(),
-                    }
-                } else {
-                    std::mem::take(&mut part.log)
-                };
-                let driver = Driver::restore(
-                    &self.config,
-                    &self.router,
-                    p,
-                    log.by_offset.into_values(),
-                    std::iter::empty(),
-                )
-                .map_err(|e| Error::Topic {
+                let failed = |e: &dyn std::fmt::Display| Error::Topic {
                     topic: changelog.clone(),
                     message: format!("partition {p}: {e}"),
-                })?;
-                State::Rebuilt(Box::new(driver), log.marks)
+                };
+                let Shard {
+                    engine,
+                    marks,
+                    refused,
+                } = part.shard;
+                if let Some(e) = refused.values().next() {
+                    return Err(failed(e));
+                }
+                let driver = Driver::restored(&self.router, p, engine, std::iter::empty())
+                    .map_err(|e| failed(&e))?;
+                State::Rebuilt(Box::new(driver), marks)
             };
-            if !standby {
-                self.drop_part(p);
-            }
             let restored = Restored {
                 partition: p,
                 state,
@@ -569,9 +602,11 @@ impl Reader {
 fn take(
     parts: &mut BTreeMap<i32, Part>,
     consumer: &BaseConsumer<ReaderContext>,
-    changelog: &str,
+    config: &Config,
+    router: &Router,
     m: &BorrowedMessage<'_>,
 ) {
+    let changelog = &config.kafka.topics.changelog;
     let p = m.partition();
     let Some(part) = parts.get_mut(&p) else {
         return;
@@ -583,7 +618,12 @@ fn take(
         if pending.known.take().is_some() {
             // A record after the kept shard's last one: someone else
             // owned it meanwhile. Read it all again.
-            part.log = Log::default();
+            match Shard::new(config, router, p) {
+                Ok(shard) => part.shard = shard,
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "rewinding a changelog partition")
+                }
+            }
             part.next = 0;
             part.records = 0;
             let seek = consumer.seek(changelog, p, Offset::Beginning, CALL_TIMEOUT);
@@ -597,10 +637,10 @@ fn take(
     let decoded = match codec::decode_ctl_dead_mark(key, m.payload()) {
         Some(mark) => mark.map(|(q, offset)| match offset {
             Some(offset) => {
-                part.log.marks.insert(q, offset);
+                part.shard.marks.insert(q, offset);
             }
             None => {
-                part.log.marks.remove(&q);
+                part.shard.marks.remove(&q);
             }
         }),
         None => codec::decode_changelog(key, m.payload()).map(|r| {
@@ -613,7 +653,7 @@ fn take(
                 },
                 (value, _) => ChangelogRecord { value, ..r },
             };
-            part.log.add(key, m.offset(), r)
+            part.shard.take(key, r)
         }),
     };
     // A record this version cannot read is skipped, loudly: the rest of

@@ -86,6 +86,21 @@ impl Driver {
         records: impl IntoIterator<Item = ChangelogRecord>,
         ctl: impl IntoIterator<Item = (ParamId, Timestamp)>,
     ) -> Result<Driver, engine::Error> {
+        let mut engine = Driver::empty_shard(config, router, partition)?;
+        for record in records {
+            engine.restore_record(record)?;
+        }
+        Driver::restored(router, partition, engine, ctl)
+    }
+
+    /// Shard `partition` of `router` with nothing restored yet: take its
+    /// changelog records with [`Engine::restore_record`] as they are read,
+    /// then hand it to [`Driver::restored`].
+    pub fn empty_shard(
+        config: &Config,
+        router: &Router,
+        partition: i32,
+    ) -> Result<Engine, engine::Error> {
         // The router's parameter ids and pool partitions are read as
         // `config`'s: from another configuration they would name other
         // parameters and place other pools, silently.
@@ -94,7 +109,20 @@ impl Driver {
                 "a shard restored with a router built from another configuration",
             ));
         }
-        let mut engine = Engine::restore(config, |pool| router.pool(pool) == partition, records)?;
+        Ok(Engine::for_shard(config, |pool| {
+            router.pool(pool) == partition
+        }))
+    }
+
+    /// Drives `engine`, shard `partition` of `router` whose changelog
+    /// records it has taken, with the global CTL table `ctl`.
+    pub fn restored(
+        router: &Router,
+        partition: i32,
+        mut engine: Engine,
+        ctl: impl IntoIterator<Item = (ParamId, Timestamp)>,
+    ) -> Result<Driver, engine::Error> {
+        engine.restored()?;
         // Each stage's and job's limits are split over the partitions: set
         // before `start`, which dispatches.
         engine.set_partition(
