@@ -57,12 +57,12 @@ pub(super) fn optional_ts(
 }
 
 /// A map of timestamps (`entity/param` → value), converted.
-pub(super) fn ts_map<'a>(
+pub(super) fn ts_map(
     field: &'static str,
-    map: impl IntoIterator<Item = (&'a String, &'a ProtoTimestamp)>,
+    map: impl IntoIterator<Item = (String, ProtoTimestamp)>,
 ) -> Result<ParamValues, DecodeError> {
     map.into_iter()
-        .map(|(k, v)| Ok((k.clone(), convert(field, v)?)))
+        .map(|(k, v)| Ok((k, convert(field, &v)?)))
         .collect()
 }
 

@@ -114,6 +114,16 @@ impl ParamName {
         }
     }
 
+    /// The parts of `entity/param`, checked as [`str::parse`] checks a
+    /// name, without building one.
+    pub fn parse_parts(s: &str) -> Result<ParamRef<'_>, Error> {
+        let (entity, param) = s
+            .split_once('/')
+            .ok_or_else(|| Error::ParamName(s.to_string()))?;
+        ParamName::check(entity, param)?;
+        Ok(ParamRef { entity, param })
+    }
+
     /// Checks that `entity` and `param` make a valid name (`entity/param`)
     /// without building it: the rule `parse` applies.
     pub fn check(entity: &str, param: &str) -> Result<(), Error> {
@@ -134,11 +144,8 @@ pub fn is_name_char(c: char) -> bool {
 impl FromStr for ParamName {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        let (entity, param) = s
-            .split_once('/')
-            .ok_or_else(|| Error::ParamName(s.to_string()))?;
-        ParamName::check(entity, param)?;
-        Ok(ParamName::new(entity, param))
+        let name = ParamName::parse_parts(s)?;
+        Ok(ParamName::new(name.entity, name.param))
     }
 }
 

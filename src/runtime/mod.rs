@@ -14,7 +14,8 @@
 //! rebalance revokes only the shards that move. The other co-partitioned
 //! inputs (commands, offer changes) of a shard are assigned to the same
 //! consumer by hand, partition for partition, once the shard is restored
-//! ([`restorer`], on a thread of its own, several shards at once).
+//! ([`restorer`], on a thread of its own, several shards at once, each
+//! rebuilt as its changelog is read: [`rebuild`]).
 //!
 //! Failure handling is deliberately blunt: any failed commit aborts the
 //! transaction and returns a retryable error; the supervisor builds a fresh
@@ -39,6 +40,7 @@ mod inputs;
 pub mod intake;
 pub mod output;
 mod positions;
+pub mod rebuild;
 pub mod restorer;
 mod shards;
 pub mod stop;

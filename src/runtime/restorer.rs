@@ -16,7 +16,7 @@
 //!    generation (KIP-447);
 //! 2. only then is changelog partition `p` read to its end (`read_committed`),
 //!    so it holds everything the inputs' offsets account for;
-//! 3. the engine is rebuilt from it ([`Driver::restore`]) and handed to the
+//! 3. the engine, rebuilt from it as it is read ([`super::rebuild`]), is handed to the
 //!    runtime with the offsets its inputs resume from. The runtime loads the
 //!    CTL table and starts it.
 //!
@@ -38,10 +38,8 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::backoff::Backoff;
-use crate::changelog::{ChangelogRecord, Value};
-use crate::codec;
+use super::rebuild::Rebuild;
 use crate::config::Config;
-use crate::engine::{self, Engine};
 use crate::kafka::{Clients, Error, ReaderContext};
 use crate::router::Router;
 use crate::shell::driver::Driver;
@@ -186,53 +184,13 @@ impl Drop for Restorer {
     }
 }
 
-/// A shard rebuilt from its changelog partition as the records are read:
-/// each taken in offset order, the last of a key replacing the ones before,
-/// so that it holds what the compacted partition holds, without a copy of
-/// the records (decoded once, held once).
-struct Shard {
-    engine: Engine,
-    /// CTL dead-letter marks (the runtime's own records).
-    marks: BTreeMap<i32, i64>,
-    /// Records the engine refused, by changelog key, until a later record
-    /// of the key replaces them (compaction would drop them): a restore
-    /// that ends with any fails with it.
-    refused: BTreeMap<Vec<u8>, engine::Error>,
-}
-
-impl Shard {
-    fn new(config: &Config, router: &Router, partition: i32) -> Result<Shard, Error> {
-        let engine = Driver::empty_shard(config, router, partition).map_err(|e| Error::Topic {
-            topic: config.kafka.topics.changelog.clone(),
-            message: format!("partition {partition}: {e}"),
-        })?;
-        Ok(Shard {
-            engine,
-            marks: BTreeMap::new(),
-            refused: BTreeMap::new(),
-        })
-    }
-
-    fn take(&mut self, key: &[u8], record: ChangelogRecord) {
-        match self.engine.restore_record(record) {
-            Ok(()) => {
-                if !self.refused.is_empty() {
-                    self.refused.remove(key);
-                }
-            }
-            Err(e) => {
-                self.refused.insert(key.to_vec(), e);
-            }
-        }
-    }
-}
-
 /// One changelog partition the reader follows.
 struct Part {
     /// Being restored for the runtime (else only tailed as a standby).
     restore: Option<Pending>,
-    /// What was read so far.
-    shard: Shard,
+    /// What was read so far (none while a kept shard is only checked for
+    /// records after its last one: most often it is resumed as it was).
+    shard: Option<Rebuild>,
     /// Records read since the restore was asked.
     records: u64,
     /// The next offset to read, as far as the reader knows.
@@ -396,11 +354,15 @@ impl Reader {
                     // A kept shard is checked from where it ended; any other
                     // is read from the beginning.
                     let from = pending.known.unwrap_or(low);
+                    let shard = match pending.known {
+                        Some(_) => None,
+                        None => Some(rebuild(&self.config, &self.router, p)?),
+                    };
                     self.parts.insert(
                         p,
                         Part {
                             restore: Some(pending),
-                            shard: Shard::new(&self.config, &self.router, p)?,
+                            shard,
                             records: 0,
                             next: from,
                             eof: false,
@@ -452,7 +414,7 @@ impl Reader {
             if self.parts.contains_key(&p) {
                 continue;
             }
-            let shard = match Shard::new(&self.config, &self.router, p) {
+            let shard = match rebuild(&self.config, &self.router, p) {
                 Ok(shard) => shard,
                 Err(e) => {
                     tracing::warn!(partition = p, error = %e, "not tailing a standby");
@@ -463,7 +425,7 @@ impl Reader {
                 p,
                 Part {
                     restore: None,
-                    shard,
+                    shard: Some(shard),
                     records: 0,
                     next: 0,
                     eof: false,
@@ -556,16 +518,11 @@ impl Reader {
                     topic: changelog.clone(),
                     message: format!("partition {p}: {e}"),
                 };
-                let Shard {
-                    engine,
-                    marks,
-                    refused,
-                } = part.shard;
-                if let Some(e) = refused.values().next() {
-                    return Err(failed(e));
-                }
-                let driver = Driver::restored(&self.router, p, engine, std::iter::empty())
-                    .map_err(|e| failed(&e))?;
+                let shard = match part.shard {
+                    Some(shard) => shard,
+                    None => rebuild(&self.config, &self.router, p)?,
+                };
+                let (driver, marks) = shard.finish(&self.router, p).map_err(|e| failed(&e))?;
                 State::Rebuilt(Box::new(driver), marks)
             };
             let restored = Restored {
@@ -618,8 +575,8 @@ fn take(
         if pending.known.take().is_some() {
             // A record after the kept shard's last one: someone else
             // owned it meanwhile. Read it all again.
-            match Shard::new(config, router, p) {
-                Ok(shard) => part.shard = shard,
+            match rebuild(config, router, p) {
+                Ok(shard) => part.shard = Some(shard),
                 Err(e) => {
                     tracing::warn!(partition = p, error = %e, "rewinding a changelog partition")
                 }
@@ -633,35 +590,26 @@ fn take(
             return;
         }
     }
-    let key = m.key().unwrap_or_default();
-    let decoded = match codec::decode_ctl_dead_mark(key, m.payload()) {
-        Some(mark) => mark.map(|(q, offset)| match offset {
-            Some(offset) => {
-                part.shard.marks.insert(q, offset);
-            }
-            None => {
-                part.shard.marks.remove(&q);
-            }
-        }),
-        None => codec::decode_changelog(key, m.payload()).map(|r| {
-            // An offer's record is held as read, not decoded: a tenth of
-            // the size, and a shard keeps an idle offer as those bytes.
-            let r = match (r.value, m.payload()) {
-                (Some(Value::Offer(_)), Some(bytes)) => ChangelogRecord {
-                    value: Some(Value::OfferEncoded(bytes.to_vec())),
-                    ..r
-                },
-                (value, _) => ChangelogRecord { value, ..r },
-            };
-            part.shard.take(key, r)
-        }),
+    let Some(shard) = &mut part.shard else {
+        return;
     };
+    let decoded = shard.take(m.key().unwrap_or_default(), m.payload());
     // A record this version cannot read is skipped, loudly: the rest of
     // the shard is still worth serving.
     if let Err(e) = decoded {
         tracing::error!(topic = m.topic(), partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record");
     }
 }
+
+/// A rebuild of shard `partition`; its only failure is a router of another
+/// configuration, a bug.
+fn rebuild(config: &Config, router: &Router, partition: i32) -> Result<Rebuild, Error> {
+    Rebuild::new(config, router, partition).map_err(|e| Error::Topic {
+        topic: config.kafka.topics.changelog.clone(),
+        message: format!("partition {partition}: {e}"),
+    })
+}
+
 fn record_error(topic: &str, partition: i32, source: KafkaError) -> Error {
     Error::Record {
         topic: topic.to_string(),

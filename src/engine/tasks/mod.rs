@@ -351,8 +351,11 @@ impl Tasks {
                 has_tasks: false,
             })
             .collect();
+        // Asked once a pool, not once a task (three passes over every
+        // configured task below, each asking).
+        let owned_pools: Vec<bool> = pools.iter().map(|p| owns(&p.name)).collect();
         let owned =
-            |(_, t): &(usize, TaskRef<'_>)| pools.get(t.pool()).is_some_and(|p| owns(&p.name));
+            |(_, t): &(usize, TaskRef<'_>)| owned_pools.get(t.pool()).copied() == Some(true);
         // Sized once: a shard may hold millions of tasks, and a vector grown
         // by doubling leaves up to half its room unused.
         let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());

@@ -100,12 +100,12 @@ impl Tasks {
             values
                 .iter()
                 .map(|(name, v)| {
-                    let name: ParamName = name.parse().map_err(|e| Error::BadRecord {
+                    let name = ParamName::parse_parts(name).map_err(|e| Error::BadRecord {
                         store: Store::Task.as_str(),
                         key: key.to_string(),
                         message: format!("parameter `{name}`: {e}"),
                     })?;
-                    Ok((self.table.intern(name.parts()), Stamp::from(*v)))
+                    Ok((self.table.intern(name), Stamp::from(*v)))
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };
