@@ -121,6 +121,55 @@ impl Error {
     }
 }
 
+/// `reactor bench`: runs the workload asked (blocking) and prints what it
+/// measured; exits 1 when it could not complete (a missed target is not a
+/// failure).
+pub fn command(args: &BenchArgs) -> std::process::ExitCode {
+    reactor::cli::init_logs(false);
+    let printed = match args.workload {
+        Workload::Recovery => recovery::run(args).map(|r| r.to_string()),
+        Workload::TaskMemory | Workload::OfferMemory => {
+            let (item, items) = match args.workload {
+                Workload::TaskMemory => (memory::Item::Task, args.tasks.unwrap_or(1_000_000)),
+                _ => (memory::Item::Offer, args.memory_offers),
+            };
+            let how = if args.in_process {
+                memory::measure
+            } else {
+                memory::in_child
+            };
+            how(item, items, args.stages, args.partitions).map(|m| m.to_string())
+        }
+        Workload::Restore => run_restore(args).map(|m| m.to_string()),
+        Workload::Failover => run_failover(args).map(|m| {
+            format!(
+                "{m}\n  {} instances, {} offer changes at {:.0}/s; shards of the stopped \
+                 instance: {:?}; the others' longest gap before the stop {:.2} s (the commit \
+                 rhythm); restart → ready {:.2} s",
+                m.instances,
+                m.changes,
+                m.rate,
+                m.moved,
+                m.steady_gap.as_secs_f64(),
+                m.ready.as_secs_f64()
+            )
+        }),
+        Workload::All | Workload::Tasks | Workload::Offers | Workload::Jobs => {
+            run(args).map(|r| r.to_string())
+        }
+    };
+    match printed {
+        Ok(text) => {
+            println!("{text}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the whole bench (blocking) and returns its report.
 pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     let started = Instant::now();

@@ -141,7 +141,7 @@ impl Engine {
     ) -> Result<Engine, Error> {
         let mut engine = Engine::for_shard(config, owns);
         for record in records {
-            engine.restore_record(record)?;
+            engine.restore_record(record, None)?;
         }
         engine.restored()?;
         Ok(engine)
@@ -149,14 +149,24 @@ impl Engine {
 
     /// Takes one changelog record into a shard being restored (made by
     /// [`Engine::for_shard`]): records in the order they were written, the
-    /// last of a key replacing what came before. A record refused leaves
-    /// the shard as it was. Call [`Engine::restored`] after the last.
-    pub fn restore_record(&mut self, record: ChangelogRecord) -> Result<(), Error> {
+    /// last of a key replacing what came before. `read`: the bytes it was
+    /// decoded from, if at hand (an idle offer is kept as them rather than
+    /// encoded again). A record refused leaves the shard as it was. Call
+    /// [`Engine::restored`] after the last.
+    pub fn restore_record(
+        &mut self,
+        record: ChangelogRecord,
+        read: Option<&[u8]>,
+    ) -> Result<(), Error> {
         match record.store {
             Store::Offer => {
                 // Taken whole: the offer keeps its body and states.
                 let value = match record.value {
-                    Some(Value::Offer(o)) => Some(*o),
+                    Some(Value::Offer(o)) => {
+                        self.offers
+                            .restore_offer(record.key, Some(*o), read.map(<[u8]>::to_vec));
+                        return Ok(());
+                    }
                     Some(Value::OfferEncoded(bytes)) => {
                         self.offers
                             .restore_encoded(&record.key, bytes)
@@ -175,7 +185,7 @@ impl Engine {
                         }))
                     }
                 };
-                self.offers.restore_offer(record.key, value);
+                self.offers.restore_offer(record.key, value, None);
             }
             Store::Rescan => {
                 let value = match &record.value {

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::changelog::{ChangelogRecord, Value};
 use crate::codec::{self, DecodeError};
 use crate::config::Config;
 use crate::engine::{self, Engine};
@@ -47,16 +46,8 @@ impl Rebuild {
             return Ok(());
         }
         let record = codec::decode_changelog(key, payload)?;
-        // An offer's record is held as read, not decoded: a tenth of the
-        // size, and a shard keeps an idle offer as those bytes.
-        let record = match (record.value, payload) {
-            (Some(Value::Offer(_)), Some(bytes)) => ChangelogRecord {
-                value: Some(Value::OfferEncoded(bytes.to_vec())),
-                ..record
-            },
-            (value, _) => ChangelogRecord { value, ..record },
-        };
-        match self.engine.restore_record(record) {
+        // The bytes go along: a shard keeps an idle offer as them.
+        match self.engine.restore_record(record, payload) {
             Ok(()) => {
                 if !self.refused.is_empty() {
                     self.refused.remove(key);

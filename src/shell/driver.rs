@@ -88,7 +88,7 @@ impl Driver {
     ) -> Result<Driver, engine::Error> {
         let mut engine = Driver::empty_shard(config, router, partition)?;
         for record in records {
-            engine.restore_record(record)?;
+            engine.restore_record(record, None)?;
         }
         Driver::restored(router, partition, engine, ctl)
     }

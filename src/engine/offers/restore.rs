@@ -9,16 +9,22 @@ use crate::stage::expr::Expr;
 use crate::stage::{OfferRecord, Phase, RescanRecord};
 
 impl Offers {
-    /// Loads one offer record (`None`: a tombstone). Slots of stages no
-    /// longer configured are dropped. An offer nothing works on is kept as
-    /// its record, as it was before the restore.
-    pub(in crate::engine) fn restore_offer(&mut self, id: String, record: Option<OfferRecord>) {
+    /// Loads one offer record (`None`: a tombstone), decoded from `bytes`
+    /// when they are at hand. Slots of stages no longer configured are
+    /// dropped. An offer nothing works on is kept as its record, as it was
+    /// before the restore: those bytes, or the record encoded again.
+    pub(in crate::engine) fn restore_offer(
+        &mut self,
+        id: String,
+        record: Option<OfferRecord>,
+        bytes: Option<Vec<u8>>,
+    ) {
         let Some(record) = record else {
             self.map.remove(&id);
             return;
         };
         let rt = self.in_full(record);
-        self.keep_restored(&id, rt, None);
+        self.keep_restored(&id, rt, bytes);
     }
 
     /// Loads one offer record as written (its protobuf bytes): kept as
