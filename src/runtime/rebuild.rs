@@ -2,7 +2,8 @@
 //! (the restorer's per-record work, without Kafka): each record taken in
 //! offset order, the last of a key replacing the ones before, so that the
 //! shard holds what the compacted partition holds, with no copy of the
-//! records (decoded once, held once).
+//! records kept (decoded once, held once). [`Unapplied`] holds the records
+//! of one poll until the shards take them, each on a thread of its own.
 
 use std::collections::BTreeMap;
 
@@ -72,5 +73,89 @@ impl Rebuild {
         }
         let driver = Driver::restored(router, partition, self.engine, std::iter::empty())?;
         Ok((driver, self.marks))
+    }
+}
+
+/// Records read for a shard and not yet taken into it: the reader copies
+/// them out of librdkafka as it polls, then the shards take theirs on a
+/// thread each, so that restoring several shards uses every core.
+#[derive(Default)]
+pub(super) struct Unapplied {
+    /// Each record's key, then its value, back to back.
+    bytes: Vec<u8>,
+    /// Each record's offset, where its key ends and where its value ends
+    /// (none: a tombstone); a key starts where the record before ended.
+    records: Vec<(i64, usize, Option<usize>)>,
+}
+
+impl Unapplied {
+    pub(super) fn push(&mut self, offset: i64, key: &[u8], value: Option<&[u8]>) {
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        let value_end = value.map(|v| {
+            self.bytes.extend_from_slice(v);
+            self.bytes.len()
+        });
+        self.records.push((offset, key_end, value_end));
+    }
+
+    /// Whether nothing waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.bytes.clear();
+        self.records.clear();
+    }
+
+    /// Each record as pushed: offset, key, value.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (i64, &[u8], Option<&[u8]>)> + '_ {
+        let mut start = 0;
+        self.records
+            .iter()
+            .map(move |&(offset, key_end, value_end)| {
+                let key = self.bytes.get(start..key_end).unwrap_or_default();
+                let value = value_end.map(|end| self.bytes.get(key_end..end).unwrap_or_default());
+                start = value_end.unwrap_or(key_end);
+                (offset, key, value)
+            })
+    }
+
+    /// Takes every record into `shard`, in the order read.
+    pub(super) fn apply(&mut self, shard: &mut Rebuild, topic: &str, partition: i32) {
+        for (offset, key, value) in self.iter() {
+            // A record this version cannot read is skipped, loudly: the
+            // rest of the shard is still worth serving.
+            if let Err(e) = shard.take(key, value) {
+                tracing::error!(topic, partition, offset, error = %e, "skipping an unreadable changelog record");
+            }
+        }
+        self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as read: offset, key, value.
+    type Read<'a> = (i64, &'a [u8], Option<&'a [u8]>);
+
+    #[test]
+    fn records_read_come_back_as_pushed() {
+        let mut read = Unapplied::default();
+        let records: [Read<'_>; 4] = [
+            (7, b"task/a", Some(b"one")),
+            (8, b"task/b", None),
+            (9, b"", Some(b"")),
+            (12, b"task/a", Some(b"two")),
+        ];
+        for (offset, key, value) in records {
+            read.push(offset, key, value);
+        }
+        assert_eq!(read.iter().collect::<Vec<_>>(), records);
+        read.clear();
+        assert_eq!(read.iter().count(), 0);
     }
 }

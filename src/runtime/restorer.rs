@@ -1,8 +1,8 @@
 //! Restoring shards on a thread of its own, so that the shards assigned
 //! together restore together (one reader, every changelog partition at
 //! once) while the shards already owned keep serving, and so that decoding
-//! the changelog and rebuilding the engines use a core the runtime thread
-//! does not.
+//! the changelog and rebuilding the engines use cores the runtime thread
+//! does not (what one poll read, each shard takes on a thread of its own).
 //!
 //! A restore of shard `p` goes in this order:
 //!
@@ -38,7 +38,7 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::backoff::Backoff;
-use super::rebuild::Rebuild;
+use super::rebuild::{Rebuild, Unapplied};
 use crate::config::Config;
 use crate::kafka::{Clients, Error, ReaderContext};
 use crate::router::Router;
@@ -191,6 +191,8 @@ struct Part {
     /// What was read so far (none while a kept shard is only checked for
     /// records after its last one: most often it is resumed as it was).
     shard: Option<Rebuild>,
+    /// Records read and not yet taken into `shard`.
+    unread: Unapplied,
     /// Records read since the restore was asked.
     records: u64,
     /// The next offset to read, as far as the reader knows.
@@ -363,6 +365,7 @@ impl Reader {
                         Part {
                             restore: Some(pending),
                             shard,
+                            unread: Unapplied::default(),
                             records: 0,
                             next: from,
                             eof: false,
@@ -426,6 +429,7 @@ impl Reader {
                 Part {
                     restore: None,
                     shard: Some(shard),
+                    unread: Unapplied::default(),
                     records: 0,
                     next: 0,
                     eof: false,
@@ -454,8 +458,54 @@ impl Reader {
         }
     }
 
-    /// Reads what is there (a batch at most).
+    /// Reads what is there (a batch at most) and takes it into the shards.
     fn read(&mut self) {
+        self.poll_batch();
+        self.take_read();
+    }
+
+    /// Takes what was read into the shards: on a thread each when several
+    /// have records (a shard's records in order, the shards independent).
+    fn take_read(&mut self) {
+        let topic = self.config.kafka.topics.changelog.as_str();
+        let mut work: Vec<(i32, &mut Rebuild, &mut Unapplied)> = Vec::new();
+        for (p, part) in &mut self.parts {
+            let Part { shard, unread, .. } = part;
+            match shard {
+                _ if unread.is_empty() => {}
+                Some(shard) => work.push((*p, shard, unread)),
+                None => unread.clear(),
+            }
+        }
+        if work.len() < 2 {
+            for (p, shard, unread) in work {
+                unread.apply(shard, topic, p);
+            }
+            return;
+        }
+        std::thread::scope(|scope| {
+            for (p, shard, unread) in work {
+                let spawned = std::thread::Builder::new()
+                    .name("reactor-rebuild".into())
+                    .stack_size(super::supervisor::RUNTIME_STACK)
+                    .spawn_scoped(scope, move || unread.apply(shard, topic, p));
+                if let Err(e) = spawned {
+                    // No thread to spare: taken here, after the others.
+                    tracing::warn!(error = %e, "rebuilding a shard on the reader's thread");
+                }
+            }
+        });
+        // Whatever no thread took (it could not start) is taken here.
+        for (p, part) in &mut self.parts {
+            let Part { shard, unread, .. } = part;
+            if let (Some(shard), false) = (shard, unread.is_empty()) {
+                unread.apply(shard, topic, *p);
+            }
+        }
+    }
+
+    /// Polls what is there (a batch at most).
+    fn poll_batch(&mut self) {
         let busy = self.parts.values().any(|p| p.restore.is_some());
         let mut wait = if busy { BUSY_POLL } else { IDLE_POLL };
         for _ in 0..10_000 {
@@ -575,6 +625,7 @@ fn take(
         if pending.known.take().is_some() {
             // A record after the kept shard's last one: someone else
             // owned it meanwhile. Read it all again.
+            part.unread.clear();
             match rebuild(config, router, p) {
                 Ok(shard) => part.shard = Some(shard),
                 Err(e) => {
@@ -590,14 +641,9 @@ fn take(
             return;
         }
     }
-    let Some(shard) = &mut part.shard else {
-        return;
-    };
-    let decoded = shard.take(m.key().unwrap_or_default(), m.payload());
-    // A record this version cannot read is skipped, loudly: the rest of
-    // the shard is still worth serving.
-    if let Err(e) = decoded {
-        tracing::error!(topic = m.topic(), partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record");
+    if part.shard.is_some() {
+        part.unread
+            .push(m.offset(), m.key().unwrap_or_default(), m.payload());
     }
 }
 
