@@ -8,11 +8,14 @@
 
 mod common;
 
+// The records the bench's restore measurement writes, not a copy of them.
+#[path = "../src/bench/fired.rs"]
+mod fired;
+
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use reactor::codec;
-use reactor::engine::{Engine, Input};
 use reactor::router::Router;
 use reactor::runtime::rebuild::Rebuild;
 
@@ -30,27 +33,14 @@ fn main() {
     let config = reactor::config::parse(&text, "probe.toml").unwrap().config;
     let router = Router::new(&config, partitions);
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-    let mut engine = Engine::new(&config);
-    engine.start(t0).unwrap();
-    for i in 0..tasks {
-        let input = Input::Ctl {
-            entity: format!("bench.t{i}"),
-            param: "max_dt".into(),
-            value: t0 + SignedDuration::from_secs(i as i64),
-        };
-        engine
-            .apply(input, t0 + SignedDuration::new(3_600, 456_789_123))
-            .unwrap();
-    }
-    let mut records = Records::new();
-    for record in engine.snapshot() {
-        let p = router.task(&record.key).unwrap();
-        records
-            .entry(p)
-            .or_default()
-            .push(codec::encode_changelog(record));
-    }
-    drop(engine);
+    let records: Records = fired::records(&config, &router, t0)
+        .unwrap()
+        .into_iter()
+        .map(|(p, records)| {
+            let encoded = records.into_iter().map(codec::encode_changelog).collect();
+            (p, encoded)
+        })
+        .collect();
     let restored = rebuild(&config, &router, &records);
     assert_eq!(restored, tasks, "every task restored");
 }

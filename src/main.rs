@@ -17,8 +17,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // The tools' paths name library modules as `crate::…`; these imports make
 // those names the library's.
 use reactor::{
-    action, admin, changelog, clock, codec, config, ctl, duration, engine, kafka, metrics, offer,
-    proto, router, run, runtime, service, shell,
+    action, admin, clock, codec, config, ctl, duration, engine, kafka, metrics, offer, proto,
+    router, run, runtime, service, shell,
 };
 
 use std::process::ExitCode;

@@ -33,6 +33,7 @@ mod baseline;
 mod chain;
 mod cluster;
 mod failover;
+mod fired;
 mod instance;
 mod jobs;
 pub mod memory;
@@ -60,6 +61,7 @@ pub use plan::{BenchArgs, Workload};
 pub use report::Report;
 
 use cluster::{Cluster, Inputs, Sent};
+use fired::entity;
 use plan::Plan;
 
 /// Pools the bench tasks are spread over.
@@ -325,11 +327,6 @@ fn prefix(system: &str) -> String {
         Timestamp::now().as_millisecond(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Name of the parameter input `i` moves, and of its task.
-fn entity(i: usize) -> String {
-    format!("bench.t{i}")
 }
 
 /// The input records: CTL change `i` moves `bench.t{i}/max_dt`.

@@ -236,12 +236,6 @@ impl Report {
         )
     }
 
-    /// Restored changelog records per second over the raw read's.
-    pub fn restore_ratio(&self) -> Option<f64> {
-        let r = self.restore?;
-        ratio(r.restore_rate(), r.raw_rate())
-    }
-
     /// The p99 latency bound: commit interval + 25 ms.
     pub fn latency_bound(&self) -> Duration {
         self.commit_interval + Duration::from_millis(25)
@@ -303,7 +297,7 @@ impl Report {
                 target: "≤ 2.00×".into(),
                 met: cpu.map(|r| r <= 2.0),
             });
-            let restore = self.restore_ratio();
+            let restore = self.restore.map(|r| r.ratio());
             targets.push(Target {
                 name: "restore ÷ raw read of its changelog",
                 measured: times(restore),
@@ -497,16 +491,7 @@ impl fmt::Display for Report {
             }
         }
         if let Some(r) = self.restore {
-            writeln!(
-                f,
-                "  restore: a changelog of {} task records, read raw in {:.2} s \
-                 ({:.0}/s) and restored into every shard in {:.2} s ({:.0}/s)",
-                r.records,
-                r.raw,
-                r.raw_rate(),
-                r.restore,
-                r.restore_rate()
-            )?;
+            writeln!(f, "  {r}")?;
         }
         if let Some(o) = &self.offers {
             let both = |s: &Option<Summary>| match s {
@@ -589,7 +574,7 @@ impl fmt::Display for Report {
                  re-firing would coalesce changes)"
             )?;
         }
-        if self.restore_ratio().is_some() {
+        if let Some(r) = self.restore {
             writeln!(
                 f,
                 "  - restore: the changelog of a configuration of {n} tasks, each fired once (one \
@@ -598,7 +583,7 @@ impl fmt::Display for Report {
                  (read_committed), then the runtime's restorer restores every shard from it as an \
                  instance taking them all over does (stable input offsets, the changelog read \
                  once for all shards, every engine rebuilt; loading the CTL table is not counted)",
-                n = self.restore.map_or(0, |r| r.records)
+                n = r.records
             )?;
         }
         if let Some(o) = &self.offers {
@@ -902,7 +887,7 @@ mod tests {
         );
         assert!(text.contains("0.40×"), "{text}");
         assert!(
-            text.contains("1000 task records, read raw in 0.04 s"),
+            text.contains("1000 task records read raw in 0.04 s"),
             "{text}"
         );
         assert!(text.contains("25.0 %"), "{text}");

@@ -8,20 +8,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use jiff::{SignedDuration, Timestamp};
-use rdkafka::producer::{BaseRecord, Producer};
-
 use super::cluster::Cluster;
-use super::{entity, instance, tasks_config, Error, Plan};
-use crate::changelog::Store;
+use super::{fired, instance, tasks_config, Error, Plan};
 use crate::codec;
 use crate::config::Config;
-use crate::engine::{Engine, Input};
 use crate::kafka::ReaderContext;
 use crate::router::Router;
 use crate::runtime::restorer::{Reply, Request, Restorer};
@@ -52,11 +49,16 @@ impl RestoreMeasurement {
     pub fn restore_rate(&self) -> f64 {
         self.records as f64 / self.restore.max(f64::EPSILON)
     }
+
+    /// The restore's rate over the raw read's (DESIGN §13: at least 0.5).
+    pub fn ratio(&self) -> f64 {
+        self.restore_rate() / self.raw_rate().max(f64::EPSILON)
+    }
 }
 
 impl std::fmt::Display for RestoreMeasurement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ratio = self.restore_rate() / self.raw_rate().max(f64::EPSILON);
+        let ratio = self.ratio();
         write!(
             f,
             "restore: {} task records read raw in {:.2} s ({:.0}/s), restored into every shard \
@@ -96,61 +98,37 @@ pub(super) fn tasks(
     Ok(m)
 }
 
-/// Fires every task of `config` once, by a change of its parameter, in an
-/// engine of them all, and writes the record each then has to its shard's
-/// changelog partition; returns the records written.
+/// Writes the record each task of `config` holds once fired
+/// ([`fired::records`]) to its shard's changelog partition; returns the
+/// records written.
 fn seed(
     cluster: &Cluster,
     config: &Config,
     partitions: i32,
     timeout: Duration,
 ) -> Result<u64, Error> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| Error::Failed {
-        what: what.into(),
-        message: e.to_string(),
-    };
-    let t0 = Timestamp::now();
-    let now = t0 + SignedDuration::from_hours(1);
-    let mut engine = Engine::new(config);
-    engine
-        .start(t0)
-        .map_err(|e| failed("starting the seeding engine", &e))?;
-    for i in 0..config.tasks.len() {
-        let input = Input::Ctl {
-            entity: entity(i),
-            param: "max_dt".into(),
-            value: t0 + SignedDuration::from_secs(i as i64),
-        };
-        engine
-            .apply(input, now)
-            .map_err(|e| failed("firing the seeding engine's tasks", &e))?;
-    }
     let router = Router::new(config, partitions);
+    let by_partition =
+        fired::records(config, &router, Timestamp::now()).map_err(|message| Error::Failed {
+            what: "firing the tasks whose records seed the changelog".into(),
+            message,
+        })?;
     let topic = &config.kafka.topics.changelog;
     let producer = cluster.producer()?;
     let mut written = 0;
-    for record in engine.snapshot() {
-        let p = match record.store {
-            Store::Task => router.task(&record.key),
-            _ => None,
+    for (p, records) in by_partition {
+        for record in records {
+            let (key, value) = codec::encode_changelog(record);
+            let send = BaseRecord::to(topic)
+                .partition(p)
+                .key(&key)
+                .payload(value.as_deref().unwrap_or_default());
+            crate::kafka::send_with_room(&producer, send, Some(timeout), || {
+                producer.poll(Duration::from_millis(1))
+            })
+            .map_err(|e| Error::kafka(format!("seeding {topic}"), e))?;
+            written += 1;
         }
-        .ok_or_else(|| Error::Failed {
-            what: "seeding the changelog".into(),
-            message: format!(
-                "a record of no task's shard: {:?} {}",
-                record.store, record.key
-            ),
-        })?;
-        let (key, value) = codec::encode_changelog(record);
-        let send = BaseRecord::to(topic)
-            .partition(p)
-            .key(&key)
-            .payload(value.as_deref().unwrap_or_default());
-        crate::kafka::send_with_room(&producer, send, Some(timeout), || {
-            producer.poll(Duration::from_millis(1))
-        })
-        .map_err(|e| Error::kafka(format!("seeding {topic}"), e))?;
-        written += 1;
     }
     producer
         .flush(timeout)

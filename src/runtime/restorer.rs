@@ -40,6 +40,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::backoff::Backoff;
 use super::rebuild::{Rebuild, Unapplied};
 use crate::config::Config;
+use crate::engine;
 use crate::kafka::{Clients, Error, ReaderContext};
 use crate::router::Router;
 use crate::shell::driver::Driver;
@@ -464,35 +465,32 @@ impl Reader {
         self.take_read();
     }
 
-    /// Takes what was read into the shards: on a thread each when several
-    /// have records (a shard's records in order, the shards independent).
+    /// Takes what was read into the shards: each shard with records on a
+    /// thread of its own, the first on this one (a shard's records in
+    /// order, the shards independent).
     fn take_read(&mut self) {
         let topic = self.config.kafka.topics.changelog.as_str();
-        let mut work: Vec<(i32, &mut Rebuild, &mut Unapplied)> = Vec::new();
-        for (p, part) in &mut self.parts {
-            let Part { shard, unread, .. } = part;
-            match shard {
-                _ if unread.is_empty() => {}
-                Some(shard) => work.push((*p, shard, unread)),
-                None => unread.clear(),
-            }
-        }
-        if work.len() < 2 {
-            for (p, shard, unread) in work {
-                unread.apply(shard, topic, p);
-            }
-            return;
-        }
         std::thread::scope(|scope| {
+            let mut work = self.parts.iter_mut().filter_map(|(p, part)| {
+                let Part { shard, unread, .. } = part;
+                match (shard, unread.is_empty()) {
+                    (Some(shard), false) => Some((*p, shard, unread)),
+                    _ => None,
+                }
+            });
+            let here = work.next();
             for (p, shard, unread) in work {
                 let spawned = std::thread::Builder::new()
                     .name("reactor-rebuild".into())
                     .stack_size(super::supervisor::RUNTIME_STACK)
                     .spawn_scoped(scope, move || unread.apply(shard, topic, p));
                 if let Err(e) = spawned {
-                    // No thread to spare: taken here, after the others.
+                    // No thread to spare: taken below, after the others.
                     tracing::warn!(error = %e, "rebuilding a shard on the reader's thread");
                 }
+            }
+            if let Some((p, shard, unread)) = here {
+                unread.apply(shard, topic, p);
             }
         });
         // Whatever no thread took (it could not start) is taken here.
@@ -535,7 +533,6 @@ impl Reader {
 
     /// Hands over every restore that reached its end.
     fn finish_done(&mut self) -> Result<(), Error> {
-        let changelog = self.config.kafka.topics.changelog.clone();
         let done: Vec<i32> = self
             .parts
             .iter()
@@ -564,15 +561,13 @@ impl Reader {
             let state = if pending.known.is_some() {
                 State::Unchanged
             } else {
-                let failed = |e: &dyn std::fmt::Display| Error::Topic {
-                    topic: changelog.clone(),
-                    message: format!("partition {p}: {e}"),
-                };
                 let shard = match part.shard {
                     Some(shard) => shard,
                     None => rebuild(&self.config, &self.router, p)?,
                 };
-                let (driver, marks) = shard.finish(&self.router, p).map_err(|e| failed(&e))?;
+                let (driver, marks) = shard
+                    .finish(&self.router, p)
+                    .map_err(|e| shard_error(&self.config, p, &e))?;
                 State::Rebuilt(Box::new(driver), marks)
             };
             let restored = Restored {
@@ -624,8 +619,8 @@ fn take(
     if let Some(pending) = &mut part.restore {
         if pending.known.take().is_some() {
             // A record after the kept shard's last one: someone else
-            // owned it meanwhile. Read it all again.
-            part.unread.clear();
+            // owned it meanwhile. Read it all again (nothing of it was
+            // kept to take: a kept shard is only checked).
             match rebuild(config, router, p) {
                 Ok(shard) => part.shard = Some(shard),
                 Err(e) => {
@@ -650,10 +645,15 @@ fn take(
 /// A rebuild of shard `partition`; its only failure is a router of another
 /// configuration, a bug.
 fn rebuild(config: &Config, router: &Router, partition: i32) -> Result<Rebuild, Error> {
-    Rebuild::new(config, router, partition).map_err(|e| Error::Topic {
+    Rebuild::new(config, router, partition).map_err(|e| shard_error(config, partition, &e))
+}
+
+/// Shard `partition` could not be rebuilt from its changelog.
+fn shard_error(config: &Config, partition: i32, e: &engine::Error) -> Error {
+    Error::Topic {
         topic: config.kafka.topics.changelog.clone(),
         message: format!("partition {partition}: {e}"),
-    })
+    }
 }
 
 fn record_error(topic: &str, partition: i32, source: KafkaError) -> Error {
