@@ -7,6 +7,7 @@ use pbjson_types::Timestamp as ProtoTimestamp;
 
 use super::error::DecodeError;
 use super::frame::unframe;
+use super::plain::{fields, once, text, timestamp, Wire};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::validate;
 use super::wire::{decode, encode, is_json, Format};
@@ -180,80 +181,27 @@ struct Plain<'a> {
 /// Reads `bytes` as a `CtlChange` whose fields each come at most once and
 /// are all known; `None` for anything else, which the generated decoder
 /// then reads (or refuses) as protobuf or JSON.
-fn plain(mut bytes: &[u8]) -> Option<Plain<'_>> {
+fn plain(bytes: &[u8]) -> Option<Plain<'_>> {
     if is_json(bytes) {
         return None;
     }
     let (mut entity, mut param, mut source) = (None, None, None);
     let (mut value, mut changed_at) = (None, None);
-    while !bytes.is_empty() {
-        let key = varint(&mut bytes)?;
-        // Every field of the message is length-delimited (wire type 2).
-        if key & 7 != 2 {
-            return None;
-        }
-        let len = usize::try_from(varint(&mut bytes)?).ok()?;
-        let field = bytes.get(..len)?;
-        bytes = bytes.get(len..)?;
-        match key >> 3 {
-            1 => once(&mut entity, field)?,
-            2 => once(&mut param, field)?,
-            3 => once(&mut value, timestamp(field)?)?,
-            4 => once(&mut changed_at, timestamp(field)?)?,
-            5 => once(&mut source, std::str::from_utf8(field).ok()?)?,
-            _ => return None,
-        }
-    }
+    // Every field of the message is length-delimited.
+    fields(bytes, |field, wire| match (field, wire) {
+        (1, Wire::Bytes(b)) => once(&mut entity, b),
+        (2, Wire::Bytes(b)) => once(&mut param, b),
+        (3, Wire::Bytes(b)) => once(&mut value, timestamp(b)?),
+        (4, Wire::Bytes(b)) => once(&mut changed_at, timestamp(b)?),
+        (5, Wire::Bytes(b)) => once(&mut source, text(b)?),
+        _ => None,
+    })?;
     Some(Plain {
         entity: entity.unwrap_or_default(),
         param: param.unwrap_or_default(),
         value,
         changed_at,
     })
-}
-
-/// Sets `slot` to `value` unless it was set before.
-fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
-    if slot.is_some() {
-        return None;
-    }
-    *slot = Some(value);
-    Some(())
-}
-
-/// A `google.protobuf.Timestamp` whose two fields come at most once each.
-fn timestamp(mut bytes: &[u8]) -> Option<ProtoTimestamp> {
-    let (mut seconds, mut nanos) = (None, None);
-    while !bytes.is_empty() {
-        match varint(&mut bytes)? {
-            // Field 1 (seconds, int64) and 2 (nanos, int32) as varints,
-            // narrowed as protobuf does.
-            0x08 => once(&mut seconds, varint(&mut bytes)? as i64)?,
-            0x10 => once(&mut nanos, varint(&mut bytes)? as i32)?,
-            _ => return None,
-        }
-    }
-    Some(ProtoTimestamp {
-        seconds: seconds.unwrap_or_default(),
-        nanos: nanos.unwrap_or_default(),
-    })
-}
-
-/// Reads a varint of at most ten bytes, as protobuf allows.
-fn varint(bytes: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for i in 0..10 {
-        let (&b, rest) = bytes.split_first()?;
-        *bytes = rest;
-        if i == 9 && b > 1 {
-            return None;
-        }
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 /// Encodes a `CtlChange`, for tools and tests that drive Reactor.

@@ -27,12 +27,14 @@ mod json;
 pub mod limits;
 mod mark;
 mod offer;
+mod plain;
 mod process;
 mod put;
 mod record;
 mod result;
 mod run;
 mod structs;
+mod task_plain;
 mod time;
 pub mod trace;
 pub mod validate;
@@ -50,8 +52,8 @@ mod tests;
 
 pub use changelog::{
     changelog_key, decode_changelog, decode_offer_record, decode_task_record, encode_changelog,
-    encode_offer_fields, encode_task_fields, encode_value_into, put_changelog_key, OfferFields,
-    TaskFields, TaskValues,
+    encode_offer_fields, encode_task_fields, encode_value_into, put_changelog_key,
+    read_changelog_key, OfferFields, TaskFields, TaskValues,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{

@@ -7,8 +7,6 @@ use super::error::DecodeError;
 use super::put::{delimited_len, put_len, put_str, put_ts, ts_len};
 use crate::ctl::ParamValues;
 
-const NANOS_PER_SECOND: i128 = 1_000_000_000;
-
 /// `t` as a protobuf Timestamp. Protobuf wants whole seconds rounded down
 /// and non-negative nanos, while jiff gives both the sign of `t`, so
 /// instants before 1970 are normalised.
@@ -36,7 +34,10 @@ pub fn timestamp_from_proto(t: &ProtoTimestamp) -> Result<Timestamp, jiff::Error
             t.nanos
         )));
     }
-    Timestamp::from_nanosecond(i128::from(t.seconds) * NANOS_PER_SECOND + i128::from(t.nanos))
+    // jiff resolves the signs (whole seconds rounded down, nanos up) as
+    // protobuf means them, with no 128-bit arithmetic: a restore reads
+    // several per record.
+    Timestamp::new(t.seconds, t.nanos)
 }
 
 /// A present timestamp field, converted.
@@ -188,6 +189,32 @@ mod tests {
         let p = timestamp_to_proto(t);
         assert_eq!((p.seconds, p.nanos), (-1, 250_000_000));
         assert_eq!(timestamp_from_proto(&p).unwrap(), t);
+    }
+
+    const NANOS_PER_SECOND: i128 = 1_000_000_000;
+
+    proptest! {
+        /// Read as the instant its seconds and nanos add up to, up to
+        /// both ends of jiff's range.
+        #[test]
+        fn a_timestamp_is_its_seconds_plus_its_nanos(
+            seconds in prop_oneof![
+                any::<i64>(),
+                -377_705_116_802i64..-377_705_116_798,
+                253_402_207_198i64..253_402_207_202,
+                -3i64..3,
+            ],
+            nanos in prop_oneof![any::<i32>(), 0..1_000_000_000, Just(0), Just(999_999_999)],
+        ) {
+            let t = ProtoTimestamp { seconds, nanos };
+            let sum = (0..1_000_000_000).contains(&nanos).then(|| {
+                Timestamp::from_nanosecond(i128::from(seconds) * NANOS_PER_SECOND + i128::from(nanos))
+            });
+            match sum {
+                Some(Ok(expected)) => prop_assert_eq!(timestamp_from_proto(&t).ok(), Some(expected)),
+                _ => prop_assert!(timestamp_from_proto(&t).is_err()),
+            }
+        }
     }
 
     #[test]

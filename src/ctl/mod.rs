@@ -127,7 +127,9 @@ impl ParamName {
     /// Checks that `entity` and `param` make a valid name (`entity/param`)
     /// without building it: the rule `parse` applies.
     pub fn check(entity: &str, param: &str) -> Result<(), Error> {
-        let part_ok = |p: &str| !p.is_empty() && p.chars().all(is_name_char);
+        // By byte: every allowed character is ASCII, so a byte of a longer
+        // one fails as the character would (and no character is decoded).
+        let part_ok = |p: &str| !p.is_empty() && p.bytes().all(|b| is_name_char(char::from(b)));
         if part_ok(entity) && part_ok(param) {
             Ok(())
         } else {

@@ -19,6 +19,7 @@ use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
 use crate::ctl::{ParamId, ParamName};
+use crate::task::TaskRecord;
 
 pub use input::{
     Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
@@ -195,7 +196,7 @@ impl Engine {
                 };
                 self.offers.restore_rescan(record.key, value);
             }
-            Store::Task => self.tasks.restore(&record)?,
+            Store::Task => self.tasks.restore(record)?,
             Store::Process => {
                 let value = match &record.value {
                     Some(Value::Process(r)) => Some(r.as_ref()),
@@ -230,6 +231,13 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// [`Engine::restore_record`] of a task's record, read from the
+    /// changelog as `task/<key>` (the records a restore reads most: no
+    /// record is built around them).
+    pub fn restore_task(&mut self, key: &str, record: Option<TaskRecord>) -> Result<(), Error> {
+        self.tasks.restore_task(key, record)
     }
 
     /// Ends a restore: rebuilds what the records imply (indexes, timers).

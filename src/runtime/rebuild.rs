@@ -3,10 +3,15 @@
 //! offset order, the last of a key replacing the ones before, so that the
 //! shard holds what the compacted partition holds, with no copy of the
 //! records kept (decoded once, held once). [`Unapplied`] holds the records
-//! of one poll until the shards take them, each on a thread of its own.
+//! of one poll until its shard takes them; a [`Builder`] rebuilds a shard on
+//! a thread of its own, so that the reader reads on while shards rebuild.
 
 use std::collections::BTreeMap;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
+use crate::changelog::Store;
 use crate::codec::{self, DecodeError};
 use crate::config::Config;
 use crate::engine::{self, Engine};
@@ -46,9 +51,17 @@ impl Rebuild {
             };
             return Ok(());
         }
-        let record = codec::decode_changelog(key, payload)?;
-        // The bytes go along: a shard keeps an idle offer as them.
-        match self.engine.restore_record(record, payload) {
+        let restored = match codec::read_changelog_key(key)? {
+            (Store::Task, id) => {
+                let record = payload.map(codec::decode_task_record).transpose()?;
+                self.engine.restore_task(id, record)
+            }
+            // The bytes go along: a shard keeps an idle offer as them.
+            _ => self
+                .engine
+                .restore_record(codec::decode_changelog(key, payload)?, payload),
+        };
+        match restored {
             Ok(()) => {
                 if !self.refused.is_empty() {
                     self.refused.remove(key);
@@ -77,8 +90,8 @@ impl Rebuild {
 }
 
 /// Records read for a shard and not yet taken into it: the reader copies
-/// them out of librdkafka as it polls, then the shards take theirs on a
-/// thread each, so that restoring several shards uses every core.
+/// them out of librdkafka as it polls and hands them to the shard's
+/// [`Builder`], so that restoring several shards uses every core.
 #[derive(Default)]
 pub(super) struct Unapplied {
     /// Each record's key, then its value, back to back.
@@ -132,6 +145,122 @@ impl Unapplied {
             }
         }
         self.clear();
+    }
+}
+
+/// A shard rebuilt on a thread of its own from the records the reader
+/// hands it, a poll's worth at a time: the reader polls the next records
+/// while the shards take the last ones (its empty engine is built there
+/// too). With no thread to spare, it rebuilds on the reader's thread.
+pub(super) struct Builder {
+    /// Records read since the last hand-over.
+    read: Unapplied,
+    at: Place,
+}
+
+enum Place {
+    /// On a thread of its own; `spare` gives back emptied buffers.
+    Thread {
+        batches: SyncSender<Unapplied>,
+        spare: Receiver<Unapplied>,
+        thread: JoinHandle<Result<Finished, engine::Error>>,
+    },
+    /// On the reader's thread.
+    Here(Box<Result<Rebuild, engine::Error>>, Router),
+}
+
+/// A rebuilt shard's driver and its CTL dead-letter marks.
+pub(super) type Finished = (Driver, BTreeMap<i32, i64>);
+
+impl Builder {
+    /// Starts rebuilding shard `partition` of changelog `topic`.
+    pub(super) fn start(
+        config: &Arc<Config>,
+        router: &Router,
+        topic: &str,
+        partition: i32,
+    ) -> Builder {
+        // One batch waiting beside the one being taken: the reader runs at
+        // most that far ahead of a shard.
+        let (batches, inbox) = mpsc::sync_channel::<Unapplied>(1);
+        let (give_back, spare) = mpsc::channel();
+        let (config_, router_, topic_) = (Arc::clone(config), router.clone(), topic.to_string());
+        let spawned = std::thread::Builder::new()
+            .name("reactor-rebuild".into())
+            .stack_size(super::supervisor::RUNTIME_STACK)
+            .spawn(move || {
+                let mut shard = Rebuild::new(&config_, &router_, partition)?;
+                for mut batch in inbox {
+                    batch.apply(&mut shard, &topic_, partition);
+                    let _ = give_back.send(batch);
+                }
+                // Finished here too: the shards restored together finish together.
+                shard.finish(&router_, partition)
+            });
+        let at = match spawned {
+            Ok(thread) => Place::Thread {
+                batches,
+                spare,
+                thread,
+            },
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "rebuilding a shard on the reader's thread");
+                Place::Here(
+                    Box::new(Rebuild::new(config, router, partition)),
+                    router.clone(),
+                )
+            }
+        };
+        Builder {
+            read: Unapplied::default(),
+            at,
+        }
+    }
+
+    /// Keeps one record read, until [`Builder::hand_over`].
+    pub(super) fn push(&mut self, offset: i64, key: &[u8], value: Option<&[u8]>) {
+        self.read.push(offset, key, value);
+    }
+
+    /// Hands the records read so far to the shard.
+    pub(super) fn hand_over(&mut self, topic: &str, partition: i32) {
+        if self.read.is_empty() {
+            return;
+        }
+        match &mut self.at {
+            Place::Thread { batches, spare, .. } => {
+                let next = spare.try_recv().unwrap_or_default();
+                let batch = std::mem::replace(&mut self.read, next);
+                if let Err(mpsc::SendError(mut batch)) = batches.send(batch) {
+                    // The thread is gone (it failed): `finish` says why.
+                    batch.clear();
+                    self.read = batch;
+                }
+            }
+            Place::Here(shard, _) => match shard.as_mut() {
+                Ok(shard) => self.read.apply(shard, topic, partition),
+                Err(_) => self.read.clear(),
+            },
+        }
+    }
+
+    /// The shard with every record handed over taken, finished.
+    pub(super) fn finish(mut self, topic: &str, partition: i32) -> Result<Finished, engine::Error> {
+        self.hand_over(topic, partition);
+        match self.at {
+            Place::Thread {
+                batches, thread, ..
+            } => {
+                // Closing the channel ends the thread once it took the rest.
+                drop(batches);
+                thread.join().unwrap_or_else(|_| {
+                    Err(engine::Error::Invariant(format!(
+                        "the thread rebuilding shard {partition} failed"
+                    )))
+                })
+            }
+            Place::Here(shard, router) => (*shard)?.finish(&router, partition),
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! together restore together (one reader, every changelog partition at
 //! once) while the shards already owned keep serving, and so that decoding
 //! the changelog and rebuilding the engines use cores the runtime thread
-//! does not (what one poll read, each shard takes on a thread of its own).
+//! does not (each shard is rebuilt on a thread of its own, taking what one
+//! poll read while the reader polls the next: [`super::rebuild::Builder`]).
 //!
 //! A restore of shard `p` goes in this order:
 //!
@@ -38,7 +39,7 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::backoff::Backoff;
-use super::rebuild::{Rebuild, Unapplied};
+use super::rebuild::{Builder, Rebuild};
 use crate::config::Config;
 use crate::engine;
 use crate::kafka::{Clients, Error, ReaderContext};
@@ -191,9 +192,7 @@ struct Part {
     restore: Option<Pending>,
     /// What was read so far (none while a kept shard is only checked for
     /// records after its last one: most often it is resumed as it was).
-    shard: Option<Rebuild>,
-    /// Records read and not yet taken into `shard`.
-    unread: Unapplied,
+    shard: Option<Builder>,
     /// Records read since the restore was asked.
     records: u64,
     /// The next offset to read, as far as the reader knows.
@@ -302,32 +301,42 @@ impl Reader {
         let mut tpl = TopicPartitionList::new();
         for (p, _) in asked {
             for topic in self.inputs() {
-                tpl.add_partition(topic, *p);
+                tpl.add_partition_offset(topic, *p, Offset::Beginning)
+                    .map_err(|e| record_error(topic, *p, e))?;
             }
         }
+        // Where an input partition with nothing committed starts, as a
+        // number, so that every transaction can carry it: one ListOffsets
+        // for all (-2 asks for the earliest). Asked first: after the
+        // committed offsets, librdkafka waited ~50 ms for these.
+        let earliest = self
+            .consumer
+            .offsets_for_times(tpl.clone(), CALL_TIMEOUT)
+            .map_err(|e| Error::client("fetching the earliest offsets of assigned shards", e))?;
         let committed = self
             .consumer
             .committed_offsets(tpl, CALL_TIMEOUT)
             .map_err(|e| Error::client("fetching the committed offsets of assigned shards", e))?;
         let mut resume: BTreeMap<i32, Vec<(String, i64)>> = BTreeMap::new();
         for e in committed.elements() {
+            let (topic, p) = (e.topic(), e.partition());
             let next = match e.offset() {
                 Offset::Offset(n) => n,
-                // Nothing committed yet: from the beginning, as a number, so
-                // that every transaction can carry it.
-                _ => {
-                    let (low, _) = self
-                        .consumer
-                        .fetch_watermarks(e.topic(), e.partition(), CALL_TIMEOUT)
-                        .map_err(|err| record_error(e.topic(), e.partition(), err))?;
-                    low
-                }
+                _ => match earliest.find_partition(topic, p).map(|e| e.offset()) {
+                    Some(Offset::Offset(n)) => n,
+                    other => {
+                        return Err(Error::Topic {
+                            topic: topic.to_string(),
+                            message: format!(
+                            "partition {p}: nothing committed and no earliest offset ({other:?})"
+                        ),
+                        })
+                    }
+                },
             };
-            resume
-                .entry(e.partition())
-                .or_default()
-                .push((e.topic().to_string(), next));
+            resume.entry(p).or_default().push((topic.to_string(), next));
         }
+        drop(earliest);
         // Every broker call first, so that a failure leaves nothing half begun.
         let mut bounds = Vec::with_capacity(asked.len());
         for (p, known) in asked {
@@ -359,14 +368,13 @@ impl Reader {
                     let from = pending.known.unwrap_or(low);
                     let shard = match pending.known {
                         Some(_) => None,
-                        None => Some(rebuild(&self.config, &self.router, p)?),
+                        None => Some(Builder::start(&self.config, &self.router, &changelog, p)),
                     };
                     self.parts.insert(
                         p,
                         Part {
                             restore: Some(pending),
                             shard,
-                            unread: Unapplied::default(),
                             records: 0,
                             next: from,
                             eof: false,
@@ -418,19 +426,12 @@ impl Reader {
             if self.parts.contains_key(&p) {
                 continue;
             }
-            let shard = match rebuild(&self.config, &self.router, p) {
-                Ok(shard) => shard,
-                Err(e) => {
-                    tracing::warn!(partition = p, error = %e, "not tailing a standby");
-                    continue;
-                }
-            };
+            let shard = Builder::start(&self.config, &self.router, &changelog, p);
             self.parts.insert(
                 p,
                 Part {
                     restore: None,
                     shard: Some(shard),
-                    unread: Unapplied::default(),
                     records: 0,
                     next: 0,
                     eof: false,
@@ -459,45 +460,14 @@ impl Reader {
         }
     }
 
-    /// Reads what is there (a batch at most) and takes it into the shards.
+    /// Reads what is there (a batch at most) and hands it to the shards,
+    /// which take it on their threads while the reader reads on.
     fn read(&mut self) {
         self.poll_batch();
-        self.take_read();
-    }
-
-    /// Takes what was read into the shards: each shard with records on a
-    /// thread of its own, the first on this one (a shard's records in
-    /// order, the shards independent).
-    fn take_read(&mut self) {
         let topic = self.config.kafka.topics.changelog.as_str();
-        std::thread::scope(|scope| {
-            let mut work = self.parts.iter_mut().filter_map(|(p, part)| {
-                let Part { shard, unread, .. } = part;
-                match (shard, unread.is_empty()) {
-                    (Some(shard), false) => Some((*p, shard, unread)),
-                    _ => None,
-                }
-            });
-            let here = work.next();
-            for (p, shard, unread) in work {
-                let spawned = std::thread::Builder::new()
-                    .name("reactor-rebuild".into())
-                    .stack_size(super::supervisor::RUNTIME_STACK)
-                    .spawn_scoped(scope, move || unread.apply(shard, topic, p));
-                if let Err(e) = spawned {
-                    // No thread to spare: taken below, after the others.
-                    tracing::warn!(error = %e, "rebuilding a shard on the reader's thread");
-                }
-            }
-            if let Some((p, shard, unread)) = here {
-                unread.apply(shard, topic, p);
-            }
-        });
-        // Whatever no thread took (it could not start) is taken here.
         for (p, part) in &mut self.parts {
-            let Part { shard, unread, .. } = part;
-            if let (Some(shard), false) = (shard, unread.is_empty()) {
-                unread.apply(shard, topic, *p);
+            if let Some(shard) = &mut part.shard {
+                shard.hand_over(topic, *p);
             }
         }
     }
@@ -561,13 +531,11 @@ impl Reader {
             let state = if pending.known.is_some() {
                 State::Unchanged
             } else {
-                let shard = match part.shard {
-                    Some(shard) => shard,
-                    None => rebuild(&self.config, &self.router, p)?,
+                let finished = match part.shard {
+                    Some(shard) => shard.finish(&self.config.kafka.topics.changelog, p),
+                    None => rebuild(&self.config, &self.router, p)?.finish(&self.router, p),
                 };
-                let (driver, marks) = shard
-                    .finish(&self.router, p)
-                    .map_err(|e| shard_error(&self.config, p, &e))?;
+                let (driver, marks) = finished.map_err(|e| shard_error(&self.config, p, &e))?;
                 State::Rebuilt(Box::new(driver), marks)
             };
             let restored = Restored {
@@ -604,7 +572,7 @@ impl Reader {
 fn take(
     parts: &mut BTreeMap<i32, Part>,
     consumer: &BaseConsumer<ReaderContext>,
-    config: &Config,
+    config: &Arc<Config>,
     router: &Router,
     m: &BorrowedMessage<'_>,
 ) {
@@ -621,12 +589,7 @@ fn take(
             // A record after the kept shard's last one: someone else
             // owned it meanwhile. Read it all again (nothing of it was
             // kept to take: a kept shard is only checked).
-            match rebuild(config, router, p) {
-                Ok(shard) => part.shard = Some(shard),
-                Err(e) => {
-                    tracing::warn!(partition = p, error = %e, "rewinding a changelog partition")
-                }
-            }
+            part.shard = Some(Builder::start(config, router, changelog, p));
             part.next = 0;
             part.records = 0;
             let seek = consumer.seek(changelog, p, Offset::Beginning, CALL_TIMEOUT);
@@ -636,9 +599,8 @@ fn take(
             return;
         }
     }
-    if part.shard.is_some() {
-        part.unread
-            .push(m.offset(), m.key().unwrap_or_default(), m.payload());
+    if let Some(shard) = &mut part.shard {
+        shard.push(m.offset(), m.key().unwrap_or_default(), m.payload());
     }
 }
 

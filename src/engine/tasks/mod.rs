@@ -25,7 +25,7 @@ use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
 use crate::run::{Alarms, Due, RunSlot};
 use crate::stamp::{self, Stamp};
-use crate::task::{Hold, PoolQueue, TaskState};
+use crate::task::{Hold, PoolQueue, TaskRecord, TaskState};
 use crate::timers::Timers;
 
 use seen::Seen;
@@ -429,27 +429,44 @@ impl Tasks {
     }
 
     /// Restores one `task/<id>` record (last write wins).
-    pub(super) fn restore(&mut self, record: &ChangelogRecord) -> Result<(), Error> {
-        let Some(i) = self.find(&record.key) else {
-            if record.value.is_some() {
-                self.orphans.push(record.key.clone());
-            } else {
-                self.orphans.retain(|k| *k != record.key);
-            }
-            return Ok(());
-        };
-        let rt = match &record.value {
-            Some(Value::Task(r)) => self.rt_from_record(&record.key, r)?,
-            Some(Value::TaskEncoded(bytes)) => {
-                let r = crate::codec::decode_task_record(bytes).map_err(|e| Error::BadRecord {
+    pub(super) fn restore(&mut self, record: ChangelogRecord) -> Result<(), Error> {
+        let value = match record.value {
+            Some(Value::Task(r)) => Some(*r),
+            Some(Value::TaskEncoded(bytes)) => Some(
+                crate::codec::decode_task_record(&bytes).map_err(|e| Error::BadRecord {
                     store: Store::Task.as_str(),
                     key: record.key.clone(),
                     message: e.to_string(),
-                })?;
-                self.rt_from_record(&record.key, &r)?
+                })?,
+            ),
+            None => None,
+            Some(other) => {
+                return Err(super::bad_value(&ChangelogRecord {
+                    value: Some(other),
+                    ..record
+                }))
             }
+        };
+        self.restore_task(&record.key, value)
+    }
+
+    /// Restores task `key` as `record` holds it (`None`: a tombstone).
+    pub(super) fn restore_task(
+        &mut self,
+        key: &str,
+        record: Option<TaskRecord>,
+    ) -> Result<(), Error> {
+        let Some(i) = self.find(key) else {
+            if record.is_some() {
+                self.orphans.push(key.to_string());
+            } else {
+                self.orphans.retain(|k| k != key);
+            }
+            return Ok(());
+        };
+        let rt = match record {
+            Some(r) => self.rt_from_record(key, r)?,
             None => TaskRt::default(),
-            Some(_) => return Err(super::bad_value(record)),
         };
         *self.task_mut(i)?.rt = rt;
         Ok(())

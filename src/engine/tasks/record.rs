@@ -95,7 +95,7 @@ impl Tasks {
         })
     }
 
-    pub(super) fn rt_from_record(&mut self, key: &str, r: &TaskRecord) -> Result<TaskRt, Error> {
+    pub(super) fn rt_from_record(&mut self, key: &str, r: TaskRecord) -> Result<TaskRt, Error> {
         let mut ids = |values: &ParamValues| {
             values
                 .iter()
@@ -110,7 +110,7 @@ impl Tasks {
                 .collect::<Result<Vec<_>, Error>>()
         };
         let mut rt = TaskRt {
-            slot: r.slot.clone(),
+            slot: r.slot,
             since: r.since.map(Stamp::from),
             last_seen: ids(&r.last_seen)?.into(),
             last_success: r.last_success.map(Stamp::from),
@@ -123,10 +123,10 @@ impl Tasks {
                     sla_due: r.sla_due,
                     hold: r.hold,
                     pause_requested: r.pause_requested,
-                    launch: r.launch.clone(),
-                    again: r.again.clone(),
+                    launch: r.launch,
+                    again: r.again,
                     cron_at: r.cron_at,
-                    source: r.source.clone(),
+                    source: r.source,
                 })),
             })),
         };
