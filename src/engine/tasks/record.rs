@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::{Cold, Flight, Rare, TaskRt, Tasks};
+use super::{Cold, Flight, Rare, TaskRt, Tasks, UNSET};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::codec::{self, ParamKey, TaskFields};
 use crate::ctl::{CtlTable, ParamId, ParamName, ParamValues};
@@ -109,6 +109,15 @@ impl Tasks {
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };
+        let rare = Rare {
+            sla_due: r.sla_due,
+            hold: r.hold,
+            pause_requested: r.pause_requested,
+            launch: r.launch,
+            again: r.again,
+            cron_at: r.cron_at,
+            source: r.source,
+        };
         let mut rt = TaskRt {
             slot: r.slot,
             since: r.since.map(Stamp::from),
@@ -119,15 +128,8 @@ impl Tasks {
                     queued_at: r.queued_at.map(Stamp::from),
                     snapshot: ids(&r.snapshot)?.into(),
                 },
-                rare: Some(Box::new(Rare {
-                    sla_due: r.sla_due,
-                    hold: r.hold,
-                    pause_requested: r.pause_requested,
-                    launch: r.launch,
-                    again: r.again,
-                    cron_at: r.cron_at,
-                    source: r.source,
-                })),
+                // Boxed only when set: most tasks set none of it.
+                rare: (rare != UNSET).then(|| Box::new(rare)),
             })),
         };
         rt.tidy();
