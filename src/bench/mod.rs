@@ -647,8 +647,8 @@ mod tests {
     #[test]
     fn plan_checks_the_options() {
         let plan = Plan::new(&BenchArgs::default()).unwrap();
-        assert_eq!(plan.tasks, 1_802_000);
-        assert_eq!(plan.latency_range(), 1_800_000..1_802_000);
+        assert_eq!(plan.tasks, 2_402_000);
+        assert_eq!(plan.latency_range(), 2_400_000..2_402_000);
         assert_eq!(plan.for_baseline().throughput_range(), 0..5_000_000);
         let quick = Plan::new(&BenchArgs {
             quick: true,
@@ -718,7 +718,7 @@ mod tests {
         let cli = Cli::try_parse_from(["bench"]).unwrap();
         assert_eq!(
             (cli.bench.changes, cli.bench.baseline_changes),
-            (1_800_000, 5_000_000)
+            (2_400_000, 5_000_000)
         );
         assert_eq!(
             cli.bench.commit_interval.to_std(),

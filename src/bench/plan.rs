@@ -72,7 +72,7 @@ pub struct BenchArgs {
     /// CTL changes to produce in the throughput phase (each system's steady
     /// window should last 5 s or more: 160,000–330,000 changes per second
     /// of window on the mock cluster, by machine).
-    #[arg(long, default_value_t = 1_800_000)]
+    #[arg(long, default_value_t = 2_400_000)]
     pub changes: usize,
     /// CTL changes to produce at a steady rate in the latency phase (0: skip it).
     #[arg(long, default_value_t = 2000)]
@@ -119,9 +119,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub stages: usize,
     /// Chains the jobs workload launches in its throughput phase
-    /// (30,000–45,000 chains per second of window on the mock cluster, by
+    /// (30,000–55,000 chains per second of window on the mock cluster, by
     /// machine).
-    #[arg(long, default_value_t = 280_000)]
+    #[arg(long, default_value_t = 400_000)]
     pub chains: usize,
     /// Chains launched at a steady rate in the jobs workload's latency
     /// phase (0: skip it).
@@ -166,7 +166,7 @@ impl Default for BenchArgs {
             workload: Workload::All,
             brokers: None,
             tasks: None,
-            changes: 1_800_000,
+            changes: 2_400_000,
             latency_changes: 2000,
             latency_rate: None,
             partitions: 4,
@@ -177,7 +177,7 @@ impl Default for BenchArgs {
             offer_latency_changes: 500,
             offer_latency_rate: None,
             stages: 5,
-            chains: 280_000,
+            chains: 400_000,
             chain_latency_launches: 500,
             chain_latency_rate: None,
             restore_tasks: None,
