@@ -129,6 +129,42 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Read as prost reads it, whatever follows.
+        #[test]
+        fn a_varint_reads_as_prost_reads_it(
+            value in proptest::prelude::any::<u64>(),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3),
+        ) {
+            let mut bytes = Vec::new();
+            put_varint(value, &mut bytes);
+            bytes.extend(&tail);
+            let mut ours = bytes.as_slice();
+            proptest::prop_assert_eq!(varint(&mut ours), Some(value));
+            proptest::prop_assert_eq!(ours, tail.as_slice());
+        }
+
+        /// Any bytes: both read the same value and leave the same rest, or both refuse.
+        #[test]
+        fn any_bytes_read_as_prost_reads_them(
+            // Runs of continuation bytes reach the tenth byte's rule often.
+            run in proptest::collection::vec(0x80u8..=0xff, 0..11),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3),
+        ) {
+            let bytes = [run, tail].concat();
+            let mut ours = bytes.as_slice();
+            let mut theirs = bytes.as_slice();
+            let read = varint(&mut ours);
+            match prost::encoding::decode_varint(&mut theirs) {
+                Ok(v) => {
+                    proptest::prop_assert_eq!(read, Some(v));
+                    proptest::prop_assert_eq!(ours, theirs);
+                }
+                Err(_) => proptest::prop_assert_eq!(read, None),
+            }
+        }
+    }
+
     #[test]
     fn a_timestamp_field_given_twice_is_left_to_the_generated_decoder() {
         assert_eq!(
