@@ -156,6 +156,9 @@ pub(super) struct Builder {
     /// Records read since the last hand-over.
     read: Unapplied,
     at: Place,
+    /// The changelog topic and the shard's partition (for its logs).
+    topic: String,
+    partition: i32,
 }
 
 enum Place {
@@ -214,6 +217,8 @@ impl Builder {
         Builder {
             read: Unapplied::default(),
             at,
+            topic: topic.to_string(),
+            partition,
         }
     }
 
@@ -223,7 +228,7 @@ impl Builder {
     }
 
     /// Hands the records read so far to the shard.
-    pub(super) fn hand_over(&mut self, topic: &str, partition: i32) {
+    pub(super) fn hand_over(&mut self) {
         if self.read.is_empty() {
             return;
         }
@@ -238,15 +243,16 @@ impl Builder {
                 }
             }
             Place::Here(shard, _) => match shard.as_mut() {
-                Ok(shard) => self.read.apply(shard, topic, partition),
+                Ok(shard) => self.read.apply(shard, &self.topic, self.partition),
                 Err(_) => self.read.clear(),
             },
         }
     }
 
     /// The shard with every record handed over taken, finished.
-    pub(super) fn finish(mut self, topic: &str, partition: i32) -> Result<Finished, engine::Error> {
-        self.hand_over(topic, partition);
+    pub(super) fn finish(mut self) -> Result<Finished, engine::Error> {
+        self.hand_over();
+        let partition = self.partition;
         match self.at {
             Place::Thread {
                 batches, thread, ..
@@ -343,11 +349,11 @@ mod tests {
                 here.take(key, value.as_deref()).unwrap();
                 there.push(offset as i64, key, value.as_deref());
                 if offset % 3 == 0 {
-                    there.hand_over(topic, p);
+                    there.hand_over();
                 }
             }
             let (here, _) = here.finish(&router, p).unwrap();
-            let (there, _) = there.finish(topic, p).unwrap();
+            let (there, _) = there.finish().unwrap();
             assert_eq!(there.engine().snapshot(), here.engine().snapshot());
             assert_eq!(
                 here.engine().snapshot().len(),

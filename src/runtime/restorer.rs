@@ -464,10 +464,9 @@ impl Reader {
     /// which take it on their threads while the reader reads on.
     fn read(&mut self) {
         self.poll_batch();
-        let topic = self.config.kafka.topics.changelog.as_str();
-        for (p, part) in &mut self.parts {
+        for part in self.parts.values_mut() {
             if let Some(shard) = &mut part.shard {
-                shard.hand_over(topic, *p);
+                shard.hand_over();
             }
         }
     }
@@ -532,7 +531,7 @@ impl Reader {
                 State::Unchanged
             } else {
                 let finished = match part.shard {
-                    Some(shard) => shard.finish(&self.config.kafka.topics.changelog, p),
+                    Some(shard) => shard.finish(),
                     None => rebuild(&self.config, &self.router, p)?.finish(&self.router, p),
                 };
                 let (driver, marks) = finished.map_err(|e| shard_error(&self.config, p, &e))?;
