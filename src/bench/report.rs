@@ -582,8 +582,10 @@ impl fmt::Display for Report {
                  the restorer's reads every partition from its beginning to its end \
                  (read_committed), then the runtime's restorer restores every shard from it as an \
                  instance taking them all over does (stable input offsets, the changelog read \
-                 once for all shards, every engine rebuilt; loading the CTL table is not counted)",
-                n = r.records
+                 once for all shards, every engine rebuilt; loading the CTL table is not counted); \
+                 the two alternate {rounds} times and the ratio is of their totals",
+                n = r.records,
+                rounds = super::restore::ROUNDS
             )?;
         }
         if let Some(o) = &self.offers {
@@ -857,6 +859,7 @@ mod tests {
                 records: 1000,
                 raw: 0.04,
                 restore: 0.1,
+                spread: (0.35, 0.45),
             }),
             eos_on: Some(measurement(600.0, 130)),
             eos_off: Some(measurement(800.0, 120)),
