@@ -45,6 +45,7 @@
 //! - [`changelog`]: changelog record types: the state a shard persists and restores from.
 //! - [`keyed_map`]: records by string key found by hash and walked in key order (offers, process keys).
 //! - [`name_index`]: positions in a list found by the names its items hold (tasks by id, without a copy of each id).
+//! - `group_table`: a hash index of dense ids, a cache line per group, whose lookups can be fetched ahead (under `name_index` and the CTL names).
 //! - [`name_map`]: a small map by name kept as a sorted list (parameter values, stage slots in records and commands).
 //! - [`proto`]: types generated from `schemas/reactor.proto` (prost + proto3 JSON serde).
 //! - [`codec`]: the wire format: decoding inputs and encoding outputs, protobuf or JSON.
@@ -130,6 +131,17 @@ pub mod duration;
     )
 )]
 pub mod engine;
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unreachable
+    )
+)]
+mod group_table;
 pub mod kafka;
 #[cfg_attr(
     not(test),

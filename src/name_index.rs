@@ -6,6 +6,8 @@
 
 use std::hash::{BuildHasher, Hasher};
 
+use crate::group_table::GroupTable;
+
 /// A map by name with a fast hash, for the few names (jobs, processes,
 /// stages) looked up per step and result: std's SipHash was a visible part
 /// of those paths. Its own copy of each name is fine at that count.
@@ -14,7 +16,7 @@ pub type ByName<V> = std::collections::HashMap<String, V, foldhash::fast::FixedS
 /// Positions in a list, found by the name of the item there.
 #[derive(Debug, Clone, Default)]
 pub struct NameIndex {
-    positions: hashbrown::HashTable<u32>,
+    positions: GroupTable,
 }
 
 /// The hash of a name (fixed seeds: the same in every run).
@@ -37,34 +39,30 @@ impl NameIndex {
         let h = hash(name);
         if self
             .positions
-            .find(h, |&p| name_at(p) == Some(name))
+            .find(h, |p| name_at(p) == Some(name))
             .is_some()
         {
             return false;
         }
-        self.positions
-            .insert_unique(h, i, |&p| name_at(p).map_or(0, hash));
+        self.positions.insert(h, i, |p| name_at(p).map_or(0, hash));
         true
     }
 
     /// Reserves room for `more` names.
     pub fn reserve<'a>(&mut self, more: usize, name_at: impl Fn(u32) -> Option<&'a str>) {
-        self.positions
-            .reserve(more, |&p| name_at(p).map_or(0, hash));
+        self.positions.reserve(more, |p| name_at(p).map_or(0, hash));
     }
 
     /// Gives back the room grown while names were added one by one.
     pub fn shrink_to_fit<'a>(&mut self, name_at: impl Fn(u32) -> Option<&'a str>) {
-        self.positions
-            .shrink_to_fit(|&p| name_at(p).map_or(0, hash));
+        self.positions.shrink_to_fit(|p| name_at(p).map_or(0, hash));
     }
 
     /// The position of `name`; `name_at` gives the name of the item at a
     /// position (the list the index was built from).
     pub fn get<'a>(&self, name: &str, name_at: impl Fn(u32) -> Option<&'a str>) -> Option<u32> {
         self.positions
-            .find(hash(name), |&p| name_at(p) == Some(name))
-            .copied()
+            .find(hash(name), |p| name_at(p) == Some(name))
     }
 }
 

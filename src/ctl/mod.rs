@@ -39,7 +39,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::{self, Duration};
 
-mod groups;
 mod local;
 mod postings;
 mod table;

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::groups::GroupTable;
+use crate::group_table::GroupTable;
 
 /// Interned parameter id: dense, assigned in first-seen order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

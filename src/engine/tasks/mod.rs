@@ -9,6 +9,7 @@ mod holds;
 mod ops;
 mod record;
 mod runs;
+mod seek;
 mod seen;
 mod view;
 
@@ -679,7 +680,7 @@ impl Tasks {
         // Entries follow the configuration's order, so a shard keeps no
         // index by id of its own.
         let def = u32::try_from(self.defs.find(id)?).ok()?;
-        let i = self.tasks.binary_search_by_key(&def, |e| e.def).ok()?;
+        let i = seek::seek(&self.tasks, def, |e| e.def)?;
         u32::try_from(i).ok()
     }
 

@@ -1,4 +1,5 @@
-//! A hash index of dense ids, a cache line per group of slots.
+//! A hash index of dense ids, a cache line per group of slots (CTL
+//! parameter names, task ids).
 //!
 //! With millions of names nearly every lookup misses the cache, and a miss
 //! waited for alone costs more than everything else a lookup does. Here a
@@ -23,7 +24,7 @@ struct Group {
 
 /// Ids by hash; the caller keeps what they name and compares it.
 #[derive(Clone, Default)]
-pub(super) struct GroupTable {
+pub(crate) struct GroupTable {
     groups: Vec<Group>,
     len: usize,
 }
@@ -59,7 +60,7 @@ impl GroupTable {
     }
 
     /// The id of hash `hash` that `eq` accepts.
-    pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+    pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         let t = tag(hash);
         let mut g = self.home(hash);
         for _ in 0..self.groups.len() {
@@ -79,7 +80,7 @@ impl GroupTable {
 
     /// The first id in `hash`'s group whose tag matches (what [`Self::find`]
     /// will most likely compare first), for fetching its name ahead.
-    pub(super) fn candidate(&self, hash: u64) -> Option<u32> {
+    pub(crate) fn candidate(&self, hash: u64) -> Option<u32> {
         let t = tag(hash);
         let group = self.groups.get(self.home(hash))?;
         let k = group.tags.iter().position(|&slot| slot == t)?;
@@ -87,13 +88,13 @@ impl GroupTable {
     }
 
     /// Starts fetching the line a lookup of `hash` reads first.
-    pub(super) fn prefetch(&self, hash: u64) {
+    pub(crate) fn prefetch(&self, hash: u64) {
         prefetch_index::prefetch_index(&self.groups, self.home(hash));
     }
 
     /// Adds `id` (not held yet) under `hash`; `rehash` gives the hash of a
     /// held id when the table grows.
-    pub(super) fn insert(&mut self, hash: u64, id: u32, rehash: impl Fn(u32) -> u64) {
+    pub(crate) fn insert(&mut self, hash: u64, id: u32, rehash: impl Fn(u32) -> u64) {
         if !self.fits(self.len + 1) {
             self.resize((self.len + 1).saturating_mul(2), &rehash);
         }
@@ -102,7 +103,7 @@ impl GroupTable {
     }
 
     /// Makes room for `more` ids besides those held.
-    pub(super) fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
+    pub(crate) fn reserve(&mut self, more: usize, rehash: impl Fn(u32) -> u64) {
         let want = self.len.saturating_add(more);
         if !self.fits(want) {
             self.resize(want, &rehash);
@@ -110,7 +111,7 @@ impl GroupTable {
     }
 
     /// Gives back the room beyond what the held ids need.
-    pub(super) fn shrink_to_fit(&mut self, rehash: impl Fn(u32) -> u64) {
+    pub(crate) fn shrink_to_fit(&mut self, rehash: impl Fn(u32) -> u64) {
         if Self::groups_for(self.len) < self.groups.len() {
             self.resize(self.len, &rehash);
         }
