@@ -5,7 +5,8 @@
 //! `valgrind --tool=callgrind --toggle-collect=restore_path::rebuild target/release/examples/restore_path 20000 4`
 //! then `callgrind_annotate --inclusive=yes` on its output; divide by the
 //! tasks (the first argument). Run alone, it prints the wall time per
-//! record.
+//! record; with `PROBE_DECODE=1`, first that of decoding the records alone
+//! and of building and finishing the empty shards alone.
 
 mod common;
 
@@ -42,6 +43,35 @@ fn main() {
             (p, encoded)
         })
         .collect();
+    if std::env::var_os("PROBE_DECODE").is_some() {
+        let started = std::time::Instant::now();
+        let mut n = 0usize;
+        for records in records.values() {
+            for (key, value) in records {
+                let (_, id) = codec::read_changelog_key(key).unwrap();
+                let r = value
+                    .as_deref()
+                    .map(codec::decode_task_record)
+                    .transpose()
+                    .unwrap();
+                n += id.len() + usize::from(r.is_some());
+            }
+        }
+        eprintln!(
+            "decode only: {:.0} ns per record ({n})",
+            started.elapsed().as_secs_f64() * 1e9 / tasks as f64
+        );
+        let started = std::time::Instant::now();
+        for p in records.keys() {
+            let shard = Rebuild::new(&config, &router, *p).unwrap();
+            let (driver, _) = shard.finish(&router, *p).unwrap();
+            n += driver.engine().task_count();
+        }
+        eprintln!(
+            "empty shards built and finished: {:.0} ns per record ({n})",
+            started.elapsed().as_secs_f64() * 1e9 / tasks as f64
+        );
+    }
     let started = std::time::Instant::now();
     let restored = rebuild(&config, &router, &records);
     let took = started.elapsed();

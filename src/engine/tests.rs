@@ -243,6 +243,54 @@ fn records_of_removed_tasks_are_tombstoned_at_start() {
     assert_eq!(tombstones, vec!["load"]);
 }
 
+/// A task's record names the parameters its trigger read when it was
+/// written; restored under a configuration whose trigger reads others (a
+/// name found among the trigger's own, one found only among the
+/// configuration's, one the configuration no longer names), it keeps every
+/// name and value.
+#[test]
+fn a_record_restored_under_another_trigger_keeps_its_values() {
+    let before = r#"
+[[task]]
+id = "t"
+trigger = "all(delta(a/x, 1min), delta(a/y, 1min), delta(a/z, 1min))"
+timeout = "10m"
+
+[[task]]
+id = "u"
+trigger = "delta(a/y, 1min)"
+timeout = "10m"
+"#;
+    let input = ["x", "y", "z"]
+        .iter()
+        .enumerate()
+        .map(|(i, param)| {
+            format!(
+                r#"{{"at":"2024-01-01T00:0{i}:00Z","ctl":{{"entity":"a","param":"{param}","value":"2024-01-01T00:0{i}:00Z"}}}}"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = config::parse(before, "before.toml").unwrap().config;
+    let (sim, out) = sim::run(config, &input, None, None, true).unwrap();
+    let written = sim.engine().tasks.record(0).unwrap();
+    let records: Vec<_> = out
+        .iter()
+        .filter_map(|o| match &o.action {
+            Action::Changelog(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(records.iter().any(|r| r.key == "t"), "t was written");
+    let after = before.replace(
+        "all(delta(a/x, 1min), delta(a/y, 1min), delta(a/z, 1min))",
+        "all(delta(a/x, 1min), delta(a/w, 1min))",
+    );
+    let config = config::parse(&after, "after.toml").unwrap().config;
+    let engine = super::Engine::restore(&config, |_| true, records).unwrap();
+    assert_eq!(engine.tasks.record(0).unwrap(), written);
+}
+
 /// A launch's parameters live in the task's rarely set part only while
 /// they matter: once its runs have succeeded, the part is dropped again.
 #[test]

@@ -466,7 +466,7 @@ impl Tasks {
             return Ok(());
         };
         let rt = match record {
-            Some(r) => self.rt_from_record(key, r)?,
+            Some(r) => self.rt_from_record(i, key, r)?,
             None => TaskRt::default(),
         };
         *self.task_mut(i)?.rt = rt;

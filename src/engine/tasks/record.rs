@@ -7,10 +7,11 @@ use jiff::Timestamp;
 use super::{Cold, Flight, Rare, TaskRt, Tasks, UNSET};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::codec::{self, ParamKey, TaskFields};
-use crate::ctl::{CtlTable, ParamId, ParamName, ParamValues};
+use crate::ctl::{CtlTable, ParamId, ParamName, ParamRef, ParamValues};
 use crate::engine::Error;
 use crate::stamp::{self, Stamp};
 use crate::task::TaskRecord;
+use crate::trigger::Trigger;
 
 impl Tasks {
     /// The changelog record of task `i` as its step writes it: encoded
@@ -64,7 +65,7 @@ impl Tasks {
         })
     }
 
-    pub(super) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
+    pub(in crate::engine) fn record(&self, i: u32) -> Result<ChangelogRecord, Error> {
         let task = self.task(i)?;
         let rt = &task.rt;
         let named = |values: &[(ParamId, Stamp)]| -> ParamValues {
@@ -95,7 +96,19 @@ impl Tasks {
         })
     }
 
-    pub(super) fn rt_from_record(&mut self, key: &str, r: TaskRecord) -> Result<TaskRt, Error> {
+    /// The state task `i` (entry index) restores from its record `r`.
+    pub(super) fn rt_from_record(
+        &mut self,
+        i: u32,
+        key: &str,
+        r: TaskRecord,
+    ) -> Result<TaskRt, Error> {
+        let trigger = self
+            .tasks
+            .get(i as usize)
+            .and_then(|e| self.defs.get(e.def as usize))
+            .map(|task| &task.def.trigger);
+        let table = &mut self.table;
         let mut ids = |values: &ParamValues| {
             values
                 .iter()
@@ -105,7 +118,16 @@ impl Tasks {
                         key: key.to_string(),
                         message: format!("parameter `{name}`: {e}"),
                     })?;
-                    Ok((self.table.intern(name), Stamp::from(*v)))
+                    // The names a record holds are nearly always those its
+                    // task's trigger reads: matched against those first, a
+                    // name costs a comparison with text that is read anyway,
+                    // where a lookup among every name of the configuration
+                    // first missed the cache on a line of its index.
+                    let id = match trigger.and_then(|t| own_param(t, table, name)) {
+                        Some(global) => table.intern_global(global),
+                        None => table.intern(name),
+                    };
+                    Ok((id, Stamp::from(*v)))
                 })
                 .collect::<Result<Vec<_>, Error>>()
         };
@@ -196,4 +218,16 @@ impl<'a> Named<'a> {
             Named::Many(many) => many,
         }
     }
+}
+
+/// The configuration's id of the parameter named `name` among those
+/// `trigger` reads.
+fn own_param(trigger: &Trigger<ParamId>, table: &CtlTable, name: ParamRef<'_>) -> Option<ParamId> {
+    let mut found = None;
+    trigger.for_each_param(&mut |&p| {
+        if found.is_none() && table.global().name(p) == name {
+            found = Some(p);
+        }
+    });
+    found
 }
