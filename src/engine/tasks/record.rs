@@ -110,26 +110,33 @@ impl Tasks {
             .map(|task| &task.def.trigger);
         let table = &mut self.table;
         let mut ids = |values: &ParamValues| {
-            values
-                .iter()
-                .map(|(name, v)| {
-                    let name = ParamName::parse_parts(name).map_err(|e| Error::BadRecord {
-                        store: Store::Task.as_str(),
-                        key: key.to_string(),
-                        message: format!("parameter `{name}`: {e}"),
-                    })?;
-                    // The names a record holds are nearly always those its
-                    // task's trigger reads: matched against those first, a
-                    // name costs a comparison with text that is read anyway,
-                    // where a lookup among every name of the configuration
-                    // first missed the cache on a line of its index.
-                    let id = match trigger.and_then(|t| own_param(t, table, name)) {
-                        Some(global) => table.intern_global(global),
-                        None => table.intern(name),
-                    };
-                    Ok((id, Stamp::from(*v)))
-                })
-                .collect::<Result<Vec<_>, Error>>()
+            // Sized first: the list ends boxed, and one grown as it was
+            // collected was allocated twice.
+            let mut ids = Vec::with_capacity(values.iter().len());
+            for (name, v) in values.iter() {
+                // The names a record holds are nearly always those its task's
+                // trigger reads: matched against those first, a name costs a
+                // comparison with text that is read anyway (and, equal to a
+                // configured name, needs no check), where a lookup among
+                // every name of the configuration first missed the cache on
+                // a line of its index.
+                let own = name.split_once('/').and_then(|(entity, param)| {
+                    own_param(trigger?, table, ParamRef { entity, param })
+                });
+                let id = match own {
+                    Some(global) => table.intern_global(global),
+                    None => {
+                        let name = ParamName::parse_parts(name).map_err(|e| Error::BadRecord {
+                            store: Store::Task.as_str(),
+                            key: key.to_string(),
+                            message: format!("parameter `{name}`: {e}"),
+                        })?;
+                        table.intern(name)
+                    }
+                };
+                ids.push((id, Stamp::from(*v)));
+            }
+            Ok::<_, Error>(ids)
         };
         let rare = Rare {
             sla_due: r.sla_due,
