@@ -361,23 +361,15 @@ impl Tasks {
         // by doubling leaves up to half its room unused.
         let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());
         // Every parameter the shard's tasks name, in the table at once: its
-        // local ids follow the global ones (see `CtlTable`).
-        let mut table = CtlTable::with_globals(
-            Arc::clone(&config.params),
-            config
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(owned)
-                .flat_map(|(_, t)| {
-                    let def = t.def;
-                    def.trigger
-                        .params()
-                        .into_iter()
-                        .chain(&def.extra().produces)
-                        .copied()
-                }),
-        );
+        // local ids follow the global ones (see `CtlTable`). Named as the
+        // triggers hold them, with repeats (the table drops those): no list
+        // per task.
+        let mut named = Vec::with_capacity(tasks.capacity());
+        for (_, t) in config.tasks.iter().enumerate().filter(owned) {
+            t.def.trigger.for_each_param(&mut |&p| named.push(p));
+            named.extend(&t.def.extra().produces);
+        }
+        let mut table = CtlTable::with_globals(Arc::clone(&config.params), named);
         // Most tasks name one parameter: room for that at once.
         let mut index = Vec::with_capacity(tasks.capacity());
         let mut producers = Vec::new();
@@ -389,12 +381,15 @@ impl Tasks {
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
-            index.extend(
-                t.trigger
-                    .params()
-                    .into_iter()
-                    .map(|&global| (table.intern_global(global), i)),
-            );
+            // Each parameter once per task, as `Trigger::params` lists
+            // them, without a list per task.
+            let first = index.len();
+            t.trigger.for_each_param(&mut |&global| {
+                let entry = (table.intern_global(global), i);
+                if !index.get(first..).is_some_and(|own| own.contains(&entry)) {
+                    index.push(entry);
+                }
+            });
             producers.extend(
                 t.extra()
                     .produces
