@@ -109,6 +109,16 @@ fn render(ops: &[(u32, Op)]) -> String {
     lines.join("\n")
 }
 
+/// The changelog records a run wrote, in order.
+fn changelog_records(out: &[sim::Output]) -> Vec<crate::changelog::ChangelogRecord> {
+    out.iter()
+        .filter_map(|o| match &o.action {
+            Action::Changelog(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn decisions(out: &[sim::Output]) -> Vec<String> {
     out.iter()
         .filter(|o| !matches!(o.action, Action::Changelog(_)))
@@ -215,13 +225,7 @@ fn records_of_removed_tasks_are_tombstoned_at_start() {
         },
     )]);
     let (_, out) = sim::run(config, &input, None, None, true).unwrap();
-    let records: Vec<_> = out
-        .iter()
-        .filter_map(|o| match &o.action {
-            Action::Changelog(r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect();
+    let records = changelog_records(&out);
     assert!(records.iter().any(|r| r.key == "load"));
     let without_load = config::parse(
         &CONFIG.replace("id = \"load\"", "id = \"load_v2\""),
@@ -274,13 +278,7 @@ timeout = "10m"
     let config = config::parse(before, "before.toml").unwrap().config;
     let (sim, out) = sim::run(config, &input, None, None, true).unwrap();
     let written = sim.engine().tasks.record(0).unwrap();
-    let records: Vec<_> = out
-        .iter()
-        .filter_map(|o| match &o.action {
-            Action::Changelog(r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect();
+    let records = changelog_records(&out);
     assert!(records.iter().any(|r| r.key == "t"), "t was written");
     let after = before.replace(
         "all(delta(a/x, 1min), delta(a/y, 1min), delta(a/z, 1min))",
