@@ -890,7 +890,11 @@ mod tests {
         );
         assert!(text.contains("0.40×"), "{text}");
         assert!(
-            text.contains("1000 task records read raw in 0.04 s"),
+            text.contains("1000 task records read raw in 0.040 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mean of 5 alternate rounds: 0.40× the raw read (rounds 0.35–0.45×"),
             "{text}"
         );
         assert!(text.contains("25.0 %"), "{text}");
