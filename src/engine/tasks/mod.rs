@@ -352,29 +352,37 @@ impl Tasks {
                 has_tasks: false,
             })
             .collect();
-        // Asked once a pool, not once a task (three passes over every
-        // configured task below, each asking).
+        // Asked once a pool, not once a task.
         let owned_pools: Vec<bool> = pools.iter().map(|p| owns(&p.name)).collect();
-        let owned =
-            |(_, t): &(usize, TaskRef<'_>)| owned_pools.get(t.pool()).copied() == Some(true);
-        // Sized once: a shard may hold millions of tasks, and a vector grown
-        // by doubling leaves up to half its room unused.
-        let mut tasks = Vec::with_capacity(config.tasks.iter().enumerate().filter(owned).count());
+        // The shard's tasks by their index in the configuration, found in one
+        // pass over every configured task: the passes below read only these
+        // (a shard holds a fraction of a configuration of millions). Sized
+        // once: a vector grown by doubling leaves up to half its room unused.
+        let mine: Vec<u32> = (0u32..)
+            .zip(config.tasks.iter())
+            .filter(|(_, t)| owned_pools.get(t.pool()).copied() == Some(true))
+            .map(|(def, _)| def)
+            .collect();
+        let own = || {
+            mine.iter()
+                .filter_map(|&def| Some((def, config.tasks.get(def as usize)?)))
+        };
+        let mut tasks = Vec::with_capacity(mine.len());
         // Every parameter the shard's tasks name, in the table at once: its
         // local ids follow the global ones (see `CtlTable`). Named as the
         // triggers hold them, with repeats (the table drops those): no list
         // per task.
-        let mut named = Vec::with_capacity(tasks.capacity());
-        for (_, t) in config.tasks.iter().enumerate().filter(owned) {
+        let mut named = Vec::with_capacity(mine.len());
+        for (_, t) in own() {
             t.def.trigger.for_each_param(&mut |&p| named.push(p));
             named.extend(&t.def.extra().produces);
         }
         let mut table = CtlTable::with_globals(Arc::clone(&config.params), named);
         // Most tasks name one parameter: room for that at once.
-        let mut index = Vec::with_capacity(tasks.capacity());
+        let mut index = Vec::with_capacity(mine.len());
         let mut producers = Vec::new();
         let mut used = vec![false; pools.len()];
-        for (def, t) in config.tasks.iter().enumerate().filter(owned) {
+        for (def, t) in own() {
             if let Some(u) = used.get_mut(t.pool()) {
                 *u = true;
             }
@@ -397,7 +405,7 @@ impl Tasks {
                     .map(|&global| (table.intern_global(global), i)),
             );
             tasks.push(Entry {
-                def: u32::try_from(def).unwrap_or(u32::MAX),
+                def,
                 dirty: false,
                 fresh: false,
                 rt: TaskRt::default(),
