@@ -546,12 +546,15 @@ impl Engine {
         self.tasks.summaries()
     }
 
-    /// Every task's state and, once it succeeded, its id and last success
-    /// (borrowed).
+    /// Each task's state and, for one that succeeded, its id and last
+    /// success, for the tasks at `range` in the shard's order (the part of
+    /// `0..task_count()` it covers): an instance exports them a part at a
+    /// time.
     pub fn task_health(
         &self,
+        range: std::ops::Range<usize>,
     ) -> impl Iterator<Item = (crate::task::TaskState, Option<(&str, Timestamp)>)> + '_ {
-        self.tasks.health()
+        self.tasks.health(range)
     }
 
     /// What the engine did so far.

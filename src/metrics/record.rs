@@ -419,23 +419,63 @@ pub fn record_task_health<'a>(
     tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
     now: Timestamp,
 ) {
-    let states = <TaskState as strum::VariantArray>::VARIANTS;
-    let mut counts = vec![0usize; states.len()];
-    for (state, succeeded) in tasks {
-        if let Some(n) = states
-            .iter()
-            .position(|s| *s == state)
-            .and_then(|i| counts.get_mut(i))
-        {
-            *n += 1;
-        }
-        if let Some((id, last)) = succeeded {
-            let age = now.duration_since(last).as_secs_f64().max(0.0);
-            gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
+    let mut health = TaskHealth::default();
+    health.add(tasks, now);
+    health.finish();
+}
+
+/// [`record_task_health`] a part at a time: every task's staleness gauge is
+/// set as it is added, the per-state gauges once the last part is in (an
+/// instance of millions of tasks walks them over several commits, not in
+/// one pause of its shards).
+#[derive(Debug, Default)]
+pub struct TaskHealth {
+    /// Tasks counted per state, in [`TaskState`]'s order.
+    counts: Vec<usize>,
+}
+
+impl TaskHealth {
+    /// Counts `tasks` by state and sets the staleness gauge of each that
+    /// succeeded, at `now`.
+    pub fn add<'a>(
+        &mut self,
+        tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
+        now: Timestamp,
+    ) {
+        let states = <TaskState as strum::VariantArray>::VARIANTS;
+        self.counts.resize(states.len(), 0);
+        for (state, succeeded) in tasks {
+            if let Some(n) = states
+                .iter()
+                .position(|s| *s == state)
+                .and_then(|i| self.counts.get_mut(i))
+            {
+                *n += 1;
+            }
+            if let Some((id, last)) = succeeded {
+                let age = now.duration_since(last).as_secs_f64().max(0.0);
+                gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
+            }
         }
     }
-    for (&state, n) in states.iter().zip(counts) {
-        gauge!(TASKS, "state" => state.as_str()).set(n as f64);
+
+    /// Tasks added in `state`.
+    pub fn count(&self, state: TaskState) -> usize {
+        <TaskState as strum::VariantArray>::VARIANTS
+            .iter()
+            .position(|s| *s == state)
+            .and_then(|i| self.counts.get(i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sets the per-state gauges from every task added.
+    pub fn finish(mut self) {
+        let states = <TaskState as strum::VariantArray>::VARIANTS;
+        self.counts.resize(states.len(), 0);
+        for (&state, &n) in states.iter().zip(&self.counts) {
+            gauge!(TASKS, "state" => state.as_str()).set(n as f64);
+        }
     }
 }
 

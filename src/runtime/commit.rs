@@ -194,14 +194,16 @@ impl Runtime {
         Ok(())
     }
 
-    /// Engine counters, pool and stage gauges and task staleness, at most every
-    /// [`METRICS_INTERVAL`]: listing every task is not for every commit.
+    /// Engine counters, pool and stage gauges at most every
+    /// [`METRICS_INTERVAL`]; task health a part per call
+    /// ([`super::task_health`]).
     fn export_metrics(&mut self) {
+        let now = self.now();
+        self.task_health.step(&self.shards, now);
         if self.metrics_at.elapsed() < METRICS_INTERVAL {
             return;
         }
         self.metrics_at = Instant::now();
-        let now = self.now();
         let mut stages = Vec::with_capacity(self.shards.len());
         let mut jobs = Vec::with_capacity(self.shards.len());
         let mut active = Vec::with_capacity(self.shards.len());
@@ -215,10 +217,6 @@ impl Runtime {
             active.push(shard.engine().active_instances());
             offers += shard.engine().offer_count();
         }
-        metrics::record_task_health(
-            self.shards.values().flat_map(|s| s.engine().task_health()),
-            now,
-        );
         metrics::record_stages(&stages, offers);
         metrics::record_jobs(&jobs, &active);
     }

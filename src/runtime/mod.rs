@@ -45,6 +45,7 @@ pub mod restorer;
 mod shards;
 pub mod stop;
 pub mod supervisor;
+mod task_health;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -154,6 +155,8 @@ pub struct Runtime {
     commit_lead: Duration,
     /// Last metrics export.
     metrics_at: Instant,
+    /// Task health, exported a part per commit round.
+    task_health: task_health::HealthPasses,
     /// CTL dead letters waiting until this instance owns their shard.
     waiting: ctl::Waiting,
     /// The topics processes launch on (`on`), consumed through the group.
@@ -279,6 +282,7 @@ impl Runtime {
             commit_lead: Duration::ZERO,
             batch_records: 0,
             metrics_at: Instant::now(),
+            task_health: task_health::HealthPasses::new(),
             waiting: ctl::Waiting::default(),
             event_topics: options_event_topics,
             inbox: events::Inbox::default(),

@@ -113,8 +113,10 @@ impl Tasks {
     /// read for a task that never succeeded).
     pub(in crate::engine) fn health(
         &self,
+        range: std::ops::Range<usize>,
     ) -> impl Iterator<Item = (TaskState, Option<(&str, Timestamp)>)> + '_ {
-        self.tasks.iter().map(|e| {
+        let part = self.tasks.get(range).unwrap_or_default();
+        part.iter().map(|e| {
             let succeeded = stamp::get(e.rt.last_success)
                 .and_then(|at| Some((self.defs.id(e.def as usize)?, at)));
             (e.rt.slot.phase, succeeded)
