@@ -442,14 +442,10 @@ impl TaskHealth {
         tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
         now: Timestamp,
     ) {
-        let states = <TaskState as strum::VariantArray>::VARIANTS;
-        self.counts.resize(states.len(), 0);
+        self.counts
+            .resize(<TaskState as strum::VariantArray>::VARIANTS.len(), 0);
         for (state, succeeded) in tasks {
-            if let Some(n) = states
-                .iter()
-                .position(|s| *s == state)
-                .and_then(|i| self.counts.get_mut(i))
-            {
+            if let Some(n) = slot(state).and_then(|i| self.counts.get_mut(i)) {
                 *n += 1;
             }
             if let Some((id, last)) = succeeded {
@@ -461,9 +457,7 @@ impl TaskHealth {
 
     /// Tasks added in `state`.
     pub fn count(&self, state: TaskState) -> usize {
-        <TaskState as strum::VariantArray>::VARIANTS
-            .iter()
-            .position(|s| *s == state)
+        slot(state)
             .and_then(|i| self.counts.get(i))
             .copied()
             .unwrap_or(0)
@@ -477,6 +471,13 @@ impl TaskHealth {
             gauge!(TASKS, "state" => state.as_str()).set(n as f64);
         }
     }
+}
+
+/// Where [`TaskHealth`] counts `state`.
+fn slot(state: TaskState) -> Option<usize> {
+    <TaskState as strum::VariantArray>::VARIANTS
+        .iter()
+        .position(|s| *s == state)
 }
 
 /// Exports one shard's offer counters (as [`record_engine`] does for the
