@@ -158,12 +158,15 @@ fn measure(
     timeout: Duration,
 ) -> Result<RestoreMeasurement, Error> {
     let topic = &config.kafka.topics.changelog;
+    // An instance has its router from its start: routing the configuration
+    // is not part of a restore.
+    let router = Router::new(config, partitions);
     let (mut raw, mut restore) = (0.0, 0.0);
     let mut spread = (f64::INFINITY, 0.0f64);
     let mut records = 0;
     for _ in 0..ROUNDS {
         let (read, raw_once) = read_raw(cluster, topic, partitions, timeout)?;
-        let (restored, restore_once) = restore_all(cluster, config, partitions, timeout)?;
+        let (restored, restore_once) = restore_all(cluster, config, &router, timeout)?;
         if restored != read || (records != 0 && read != records) {
             return Err(Error::Failed {
                 what: format!("restoring {topic}"),
@@ -193,20 +196,19 @@ fn measure(
     })
 }
 
-/// Restores every shard of `config` from its changelog, as an instance
-/// taking them all over would; returns the records read and the seconds.
+/// Restores every shard of `config` (routed by `router`) from its
+/// changelog, as an instance taking them all over would; returns the
+/// records read and the seconds.
 fn restore_all(
     cluster: &Cluster,
     config: &Arc<Config>,
-    partitions: i32,
+    router: &Router,
     timeout: Duration,
 ) -> Result<(u64, f64), Error> {
     let topic = &config.kafka.topics.changelog;
-    // An instance has its router from its start: routing the configuration
-    // is not part of a restore.
-    let router = Router::new(config, partitions);
+    let partitions = router.partitions();
     let started = Instant::now();
-    let restorer = Restorer::spawn(&cluster.clients, Arc::clone(config), router)
+    let restorer = Restorer::spawn(&cluster.clients, Arc::clone(config), router.clone())
         .map_err(|e| runtime("starting the restorer", e))?;
     for partition in 0..partitions {
         restorer.ask(Request::Restore {
@@ -214,16 +216,14 @@ fn restore_all(
             known: None,
         });
     }
-    let mut restored = 0;
     let mut read = 0;
     // Freeing the shards is not part of restoring them: they are dropped
     // once every shard is restored.
     let mut shards = Vec::new();
     let deadline = started + timeout;
-    while restored < partitions {
+    while shards.len() < partitions as usize {
         match restorer.try_reply() {
             Some(Reply::Restored(r)) => {
-                restored += 1;
                 read += r.records;
                 shards.push(r);
             }
@@ -232,7 +232,7 @@ fn restore_all(
                 return Err(Error::Timeout {
                     what: format!("restoring {topic}"),
                     seconds: timeout.as_secs_f64(),
-                    detail: format!("{restored} of {partitions} shards restored"),
+                    detail: format!("{} of {partitions} shards restored", shards.len()),
                 })
             }
             None => std::thread::sleep(Duration::from_millis(1)),

@@ -59,7 +59,9 @@ impl HealthPass {
             let engine = shard.engine();
             let end = self.at.saturating_add(budget).min(engine.task_count());
             self.sum.add(engine.task_health(self.at..end), now);
-            budget -= end.saturating_sub(self.at).min(budget);
+            // `end` is at most `budget` tasks on (none when a shard came
+            // back smaller than where the pass stood).
+            budget -= end.saturating_sub(self.at);
             if end >= engine.task_count() {
                 self.next_shard();
             } else {

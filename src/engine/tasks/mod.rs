@@ -394,7 +394,10 @@ impl Tasks {
             let first = index.len();
             t.trigger.for_each_param(&mut |&global| {
                 let entry = (table.intern_global(global), i);
-                if !index.get(first..).is_some_and(|own| own.contains(&entry)) {
+                if !index
+                    .get(first..)
+                    .is_some_and(|listed| listed.contains(&entry))
+                {
                     index.push(entry);
                 }
             });
