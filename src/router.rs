@@ -157,6 +157,12 @@ impl Router {
         self.tables.ctl.of(id)
     }
 
+    /// Fetches what [`Router::ctl_routes`] reads first for `id` into the
+    /// cache.
+    pub fn prefetch_routes(&self, id: ParamId) {
+        self.tables.ctl.prefetch(id);
+    }
+
     /// The [`Router::ctl`] id of a name as a record's raw bytes: a name the
     /// router knows is valid, so a change naming one needs no further check
     /// of it ([`crate::codec::read_known_ctl_change`]).

@@ -126,6 +126,12 @@ impl TaskList {
         Some(i as usize)
     }
 
+    /// Fetches task `i`'s definition and where its id ends into the cache.
+    pub fn prefetch(&self, i: usize) {
+        prefetch_index::prefetch_index(&self.defs, i);
+        prefetch_index::prefetch_index(&self.ends, i);
+    }
+
     /// Task `i`.
     pub fn get(&self, i: usize) -> Option<TaskRef<'_>> {
         Some(TaskRef {

@@ -53,6 +53,11 @@ impl Ranks {
         Ranks(bits)
     }
 
+    /// Fetches the word [`Ranks::of`] reads for `global` into the cache.
+    fn prefetch(&self, global: ParamId) {
+        prefetch_index::prefetch_index(&self.0, global.index() / 64);
+    }
+
     /// The rank of `global` among the ids, if it is one of them.
     fn of(&self, global: ParamId) -> Option<u32> {
         let &(word, before) = self.0.get(global.index() / 64)?;
@@ -167,6 +172,18 @@ impl CtlTable {
             None if self.late.is_empty() => None,
             None => self.late.get(&global.0).map(|&id| ParamId(id)),
         }
+    }
+
+    /// Fetches what [`CtlTable::of_global`] reads for `global` into the
+    /// cache (the first stage of a batch's lookups, see
+    /// [`crate::engine::Engine::prefetch_named_ctl`]).
+    pub fn prefetch_global(&self, global: ParamId) {
+        self.ranks.prefetch(global);
+    }
+
+    /// Fetches the value of `id` into the cache.
+    pub fn prefetch_value(&self, id: ParamId) {
+        prefetch_index::prefetch_index(&self.values, id.index());
     }
 
     /// The id of `entity/param`, if it was interned.

@@ -102,6 +102,11 @@ impl<T: Item> Postings<T> {
         }
     }
 
+    /// Fetches the head [`Postings::of`] reads first for `p` into the cache.
+    pub fn prefetch(&self, p: ParamId) {
+        prefetch_index::prefetch_index(&self.heads, p.index());
+    }
+
     /// The items of parameter `p` (none for an id it was not built with).
     pub fn of(&self, p: ParamId) -> &[T] {
         let Some(head) = self.heads.get(p.index()) else {

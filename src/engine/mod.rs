@@ -385,6 +385,13 @@ impl Engine {
         self.step(now, |e, _| e.tasks.apply_named(named, value, now))
     }
 
+    /// Fetches into the cache what [`Engine::apply_named_ctl`] will read for
+    /// each of `named` (a batch of changes about to be applied): see
+    /// [`tasks::Tasks::prefetch_named`]. Changes nothing.
+    pub fn prefetch_named_ctl(&self, named: &[ParamId]) {
+        self.tasks.prefetch_named(named);
+    }
+
     /// Fires every timer due at or before `now`.
     pub fn tick(&mut self, now: Timestamp) -> Result<Vec<Action>, Error> {
         self.step(now, |e, _| {

@@ -183,7 +183,7 @@ impl Runtime {
         // a millisecond, and the clock is read per record otherwise.
         let now = self.now();
         let (mut n, mut more) = (0, true);
-        let (mut chunk, mut read) = (Vec::new(), Vec::new());
+        let (mut chunk, mut read, mut routed) = (Vec::new(), Vec::new(), Vec::new());
         while more && n < MAX_POLL_BATCH {
             while chunk.len() < LOOKUP_CHUNK {
                 match ctl.poll(Duration::ZERO) {
@@ -219,6 +219,7 @@ impl Runtime {
                     .zip(plain)
                     .map(|(m, plain)| self.read_ctl(m, plain)),
             );
+            self.prefetch_shards(&read, &mut routed);
             for (m, r) in chunk.drain(..).zip(read.drain(..)) {
                 self.apply_read_ctl(&m, r, now);
             }
@@ -227,6 +228,28 @@ impl Runtime {
             metrics::record_consumed(&self.options.config.kafka.topics.ctl, n as u64);
         }
         Ok(n)
+    }
+
+    /// Has every owned shard fetch ahead what applying its changes among
+    /// `read` will read (`routed`: a list to reuse), a stage for the whole
+    /// chunk at a time, as the router's lookups were.
+    fn prefetch_shards(&self, read: &[ReadCtl], routed: &mut Vec<crate::ctl::ParamId>) {
+        for r in read {
+            if let ReadCtl::Change(id, _) = r {
+                self.router.prefetch_routes(*id);
+                prefetch_index::prefetch_index(&self.table, id.index());
+            }
+        }
+        for (&p, shard) in &self.shards {
+            routed.clear();
+            routed.extend(read.iter().filter_map(|r| match r {
+                ReadCtl::Change(id, _) if self.router.ctl_routes(*id).contains(&p) => Some(*id),
+                _ => None,
+            }));
+            if !routed.is_empty() {
+                shard.driver.engine().prefetch_named_ctl(routed);
+            }
+        }
     }
 
     /// Applies one CTL change at `now` to the table and to the owned shards

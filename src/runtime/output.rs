@@ -64,6 +64,9 @@ impl OutRecord {
 pub struct OutRecords {
     records: Vec<Slot>,
     bytes: Vec<u8>,
+    /// The header lists records carry, each named by its index from a
+    /// record (most carry none: index 0, the empty list, is never used).
+    header_lists: Vec<Vec<(String, Vec<u8>)>>,
     /// The topics the records name, each once (kept across clears): a
     /// record names its topic by index, where a shared name per record
     /// cost two atomic updates of its count, on a line the committer's
@@ -79,16 +82,29 @@ pub struct OutRecords {
 }
 
 /// One record of an [`OutRecords`]: its key and value as ranges of the
-/// list's buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// list's buffer. 40 bytes: two records are written per fired task, a
+/// batch's list outgrows the caches, and each line of it written costs a
+/// miss (80 bytes with `Option`s of ranges and a header list each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
+    /// Where the key starts in the buffer.
+    start: usize,
+    /// Where the key ends and the value starts.
+    key_end: usize,
+    /// Where the value ends.
+    end: usize,
     /// Index into [`OutRecords::topics`].
-    topic: usize,
-    partition: Option<i32>,
-    key: std::ops::Range<usize>,
-    payload: Option<std::ops::Range<usize>>,
-    headers: Vec<(String, Vec<u8>)>,
+    topic: u32,
+    /// The explicit partition, or [`BY_KEY`] (librdkafka's own "unassigned").
+    partition: i32,
+    /// Index into [`OutRecords::header_lists`], 0 for none.
+    headers: u32,
+    /// A tombstone (no value).
+    tombstone: bool,
 }
+
+/// [`Slot::partition`] of a record the producer partitions by key.
+const BY_KEY: i32 = -1;
 
 /// A record of an [`OutRecords`], borrowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,18 +152,19 @@ impl OutRecords {
         let topic = self.topic_index(topic);
         let start = self.bytes.len();
         key(&mut self.bytes);
-        let key = start..self.bytes.len();
-        let start = self.bytes.len();
-        let payload = write(&mut self.bytes).then_some(start..self.bytes.len());
-        if payload.is_none() {
-            self.bytes.truncate(start);
+        let key_end = self.bytes.len();
+        let tombstone = !write(&mut self.bytes);
+        if tombstone {
+            self.bytes.truncate(key_end);
         }
         self.records.push(Slot {
+            start,
+            key_end,
+            end: self.bytes.len(),
             topic,
-            partition,
-            key,
-            payload,
-            headers: Vec::new(),
+            partition: partition.unwrap_or(BY_KEY),
+            headers: 0,
+            tombstone,
         });
     }
 
@@ -166,11 +183,11 @@ impl OutRecords {
     }
 
     /// The index of `topic` in [`OutRecords::topics`], added if new.
-    fn topic_index(&mut self, topic: &str) -> usize {
+    fn topic_index(&mut self, topic: &str) -> u32 {
         let [last, before] = self.recent;
         for i in [last, before] {
             if self.topics.get(i).is_some_and(|t| **t == *topic) {
-                return i;
+                return i as u32;
             }
         }
         let i = match self.topic_indices.get(topic) {
@@ -183,13 +200,8 @@ impl OutRecords {
             }
         };
         self.recent = [i, last];
-        i
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(bytes);
-        start..self.bytes.len()
+        // As many topics as a configuration names: far fewer than 2^32.
+        i as u32
     }
 
     /// `record` as a slot, its key and value copied into the buffer.
@@ -201,12 +213,21 @@ impl OutRecords {
             payload,
             headers,
         } = record;
+        let topic = self.topic_index(&topic);
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(&key);
+        let key_end = self.bytes.len();
+        if let Some(p) = &payload {
+            self.bytes.extend_from_slice(p);
+        }
         Slot {
-            topic: self.topic_index(&topic),
-            partition,
-            key: self.put(&key),
-            payload: payload.map(|p| self.put(&p)),
-            headers,
+            start,
+            key_end,
+            end: self.bytes.len(),
+            topic,
+            partition: partition.unwrap_or(BY_KEY),
+            headers: self.header_list(headers),
+            tombstone: payload.is_none(),
         }
     }
 
@@ -219,13 +240,39 @@ impl OutRecords {
         }
     }
 
+    /// The index of a new header list holding `headers` (0 for none).
+    fn header_list(&mut self, headers: Vec<(String, Vec<u8>)>) -> u32 {
+        if headers.is_empty() {
+            return 0;
+        }
+        if self.header_lists.is_empty() {
+            self.header_lists.push(Vec::new());
+        }
+        self.header_lists.push(headers);
+        // At most one list per record, and a list holds fewer records
+        // than 2^32 (each takes a slot of memory and bytes of its own).
+        (self.header_lists.len() - 1) as u32
+    }
+
     /// Adds `headers` to every record from the `from`-th on whose topic is
     /// not `except`.
     pub fn add_headers(&mut self, from: usize, headers: &[(String, Vec<u8>)], except: &str) {
-        let except = self.topic_indices.get(except).copied();
-        for r in self.records.iter_mut().skip(from) {
-            if Some(r.topic) != except {
-                r.headers.extend_from_slice(headers);
+        let except = self.topic_indices.get(except).map(|&i| i as u32);
+        for i in from..self.records.len() {
+            let Some(&r) = self.records.get(i) else {
+                break;
+            };
+            if Some(r.topic) == except {
+                continue;
+            }
+            match self.header_lists.get_mut(r.headers as usize) {
+                Some(list) if r.headers != 0 => list.extend_from_slice(headers),
+                _ => {
+                    let list = self.header_list(headers.to_vec());
+                    if let Some(r) = self.records.get_mut(i) {
+                        r.headers = list;
+                    }
+                }
             }
         }
     }
@@ -241,14 +288,16 @@ impl OutRecords {
     }
 
     fn view<'a>(&'a self, r: &'a Slot) -> Out<'a> {
-        let bytes =
-            |range: &std::ops::Range<usize>| self.bytes.get(range.clone()).unwrap_or_default();
+        let bytes = |range: std::ops::Range<usize>| self.bytes.get(range).unwrap_or_default();
         Out {
-            topic: self.topics.get(r.topic).map_or("", |t| &**t),
-            partition: r.partition,
-            key: bytes(&r.key),
-            payload: r.payload.as_ref().map(bytes),
-            headers: &r.headers,
+            topic: self.topics.get(r.topic as usize).map_or("", |t| &**t),
+            partition: (r.partition != BY_KEY).then_some(r.partition),
+            key: bytes(r.start..r.key_end),
+            payload: (!r.tombstone).then(|| bytes(r.key_end..r.end)),
+            headers: match r.headers {
+                0 => &[],
+                i => self.header_lists.get(i as usize).map_or(&[], Vec::as_slice),
+            },
         }
     }
 
@@ -276,6 +325,7 @@ impl OutRecords {
     pub fn clear(&mut self) {
         self.records.clear();
         self.bytes.clear();
+        self.header_lists.clear();
     }
 }
 
@@ -403,6 +453,48 @@ pub fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_takes_forty_bytes_of_the_list() {
+        assert_eq!(std::mem::size_of::<Slot>(), 40);
+    }
+
+    #[test]
+    fn explicit_partitions_tombstones_and_headers_read_back() {
+        let mut out = OutRecords::default();
+        out.push_with("a", Some(3), |b| b.extend_from_slice(b"k1"), |_| false);
+        out.push_keyed("b", "k2", |b| b.extend_from_slice(b"v2"));
+        out.push(OutRecord {
+            topic: Arc::from("c"),
+            partition: Some(0),
+            key: b"k3".to_vec(),
+            payload: Some(b"v3".to_vec()),
+            headers: vec![("h".into(), b"x".to_vec())],
+        });
+        out.add_headers(1, &[("t".into(), b"y".to_vec())], "c");
+        let seen: Vec<_> = out
+            .iter()
+            .map(|r| (r.topic, r.partition, r.key, r.payload, r.headers.to_vec()))
+            .collect();
+        let t = |k: &str, v: &[u8]| (k.to_string(), v.to_vec());
+        assert_eq!(
+            seen,
+            vec![
+                ("a", Some(3), &b"k1"[..], None, vec![]),
+                ("b", None, &b"k2"[..], Some(&b"v2"[..]), vec![t("t", b"y")]),
+                (
+                    "c",
+                    Some(0),
+                    &b"k3"[..],
+                    Some(&b"v3"[..]),
+                    vec![t("h", b"x")]
+                ),
+            ]
+        );
+        out.clear();
+        out.push_keyed("b", "k4", |b| b.extend_from_slice(b"v4"));
+        assert_eq!(out.first().map(|r| r.headers.len()), Some(0));
+    }
 
     fn owned(topic: &str, key: &[u8], payload: Option<&[u8]>) -> OutRecord {
         OutRecord {
