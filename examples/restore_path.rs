@@ -45,16 +45,17 @@ fn main() {
         .collect();
     if std::env::var_os("PROBE_DECODE").is_some() {
         let started = std::time::Instant::now();
-        let mut n = 0usize;
+        let (mut n, mut values) = (0usize, Vec::new());
         for records in records.values() {
             for (key, value) in records {
+                // As the restorer reads them: parameter values in place.
                 let (_, id) = codec::read_changelog_key(key).unwrap();
                 let r = value
                     .as_deref()
-                    .map(codec::decode_task_record)
+                    .map(|v| codec::read_task_record(v, &mut values))
                     .transpose()
                     .unwrap();
-                n += id.len() + usize::from(r.is_some());
+                n += id.len() + usize::from(r.is_some()) + values.len();
             }
         }
         eprintln!(

@@ -296,6 +296,23 @@ pub fn decode_task_record(bytes: &[u8]) -> Result<TaskRecord, DecodeError> {
     }
 }
 
+/// [`decode_task_record`] with the parameter values left where they lie in
+/// `bytes` when it can (the restore's reader): `values` gets them, cleared
+/// first, and the record's lists stay empty; a record the generated decoder
+/// reads holds its lists as usual (and `values` none).
+pub fn read_task_record(
+    bytes: &[u8],
+    values: &mut Vec<crate::task::InPlaceValue>,
+) -> Result<TaskRecord, DecodeError> {
+    match super::task_plain::plain_task_in_place(bytes, values) {
+        Some(record) => Ok(record),
+        None => {
+            values.clear();
+            task_from_proto(decode(bytes)?)
+        }
+    }
+}
+
 /// Decodes an `offer/<id>` record's value (what an offer kept as its
 /// record holds).
 pub fn decode_offer_record(bytes: &[u8]) -> Result<OfferRecord, DecodeError> {
@@ -949,6 +966,28 @@ mod tests {
             if let Some(plain) = plain {
                 prop_assert_eq!(&plain, &r);
             }
+            // In place (as a restore reads it): the same, its values' names
+            // where they lie in the bytes.
+            let in_place = |bytes: &[u8]| {
+                let mut values = Vec::new();
+                let mut read = read_task_record(bytes, &mut values)?;
+                let named = |list| {
+                    values
+                        .iter()
+                        .filter(|v| v.list == list)
+                        .map(|v| {
+                            let name = bytes.get(v.name.clone()).unwrap_or_default();
+                            (String::from_utf8_lossy(name).into_owned(), v.value)
+                        })
+                        .collect::<Vec<_>>()
+                };
+                if !values.is_empty() {
+                    read.snapshot = named(crate::task::ValueList::Snapshot).into();
+                    read.last_seen = named(crate::task::ValueList::LastSeen).into();
+                }
+                Ok::<_, DecodeError>(read)
+            };
+            prop_assert_eq!(in_place(&bytes), Ok(r.clone()));
             for (at, byte) in cuts {
                 if !bytes.is_empty() {
                     let i = at.index(bytes.len());
@@ -960,6 +999,9 @@ mod tests {
             }
             if let Some(plain) = super::super::task_plain::plain_task(&bytes) {
                 prop_assert_eq!(Ok(plain), slow(&bytes));
+            }
+            if let Ok(read) = slow(&bytes) {
+                prop_assert_eq!(in_place(&bytes), Ok(read));
             }
         }
 

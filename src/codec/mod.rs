@@ -53,7 +53,7 @@ mod tests;
 pub use changelog::{
     changelog_key, decode_changelog, decode_offer_record, decode_task_record, encode_changelog,
     encode_offer_fields, encode_task_fields, encode_value_into, put_changelog_key,
-    read_changelog_key, OfferFields, TaskFields, TaskValues,
+    read_changelog_key, read_task_record, OfferFields, TaskFields, TaskValues,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{

@@ -11,12 +11,59 @@ use super::plain::{fields, once, text, timestamp, Wire};
 use super::time::timestamp_from_proto;
 use super::wire::is_json;
 use crate::run::{Run, RunSlot, SlotParts};
-use crate::task::TaskRecord;
+use crate::task::{InPlaceValue, TaskRecord, ValueList};
 
 /// `bytes` read as a plain protobuf `TaskRecord`, `None` for any other
 /// form (read by the generated decoder), including one that decoder would
 /// refuse.
 pub(super) fn plain_task(bytes: &[u8]) -> Option<TaskRecord> {
+    let (mut snapshot, mut last_seen) = (Vec::new(), Vec::new());
+    let mut record = plain_task_with(bytes, &mut |list, name, value| {
+        let named = (name.to_string(), value);
+        match list {
+            ValueList::Snapshot => snapshot.push(named),
+            ValueList::LastSeen => last_seen.push(named),
+        }
+    })?;
+    record.snapshot = snapshot.into();
+    record.last_seen = last_seen.into();
+    Some(record)
+}
+
+/// [`plain_task`] with the parameter values left in place: `values` gets
+/// each (cleared first), where its name lies in `bytes`; the record's
+/// lists stay empty.
+pub(super) fn plain_task_in_place(
+    bytes: &[u8],
+    values: &mut Vec<InPlaceValue>,
+) -> Option<TaskRecord> {
+    values.clear();
+    let mut outside = false;
+    let record = plain_task_with(bytes, &mut |list, name, value| match within(
+        bytes,
+        name.as_bytes(),
+    ) {
+        Some(name) => values.push(InPlaceValue { list, name, value }),
+        None => outside = true,
+    })?;
+    // A name read from the bytes lies in them: one that did not would leave
+    // a list short, so the record would be left to the other reader.
+    (!outside).then_some(record)
+}
+
+/// Where `part` (a slice of `whole`) lies in `whole`.
+fn within(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+/// `bytes` read as a plain protobuf `TaskRecord`, each parameter value
+/// given to `value` (its list, its name, its value) instead of kept.
+fn plain_task_with<'a>(
+    bytes: &'a [u8],
+    value: &mut dyn FnMut(ValueList, &'a str, Timestamp),
+) -> Option<TaskRecord> {
     let bytes = unframe(bytes).ok()?;
     if is_json(bytes) {
         return None;
@@ -25,7 +72,6 @@ pub(super) fn plain_task(bytes: &[u8]) -> Option<TaskRecord> {
     let (mut since, mut queued_at, mut wake_at, mut last_success) = (None, None, None, None);
     let (mut sla_due, mut cron_at, mut failed_at) = (None, None, None);
     let (mut run, mut pause_requested, mut last_error, mut source) = (None, None, None, None);
-    let (mut snapshot, mut last_seen) = (Vec::new(), Vec::new());
     fields(bytes, |field, wire| match (field, wire) {
         (1, Wire::Varint(v)) => once(&mut state, v as i32),
         (2, Wire::Bytes(b)) => once(&mut since, instant(b)?),
@@ -36,11 +82,13 @@ pub(super) fn plain_task(bytes: &[u8]) -> Option<TaskRecord> {
         (7, Wire::Varint(v)) => once(&mut pass_seq, v),
         (f, Wire::Bytes(b)) if f == u64::from(TASK_RUN) => once(&mut run, Box::new(run_of(b)?)),
         (f, Wire::Bytes(b)) if f == u64::from(TASK_SNAPSHOT) => {
-            snapshot.push(entry(b)?);
+            let (name, v) = entry(b)?;
+            value(ValueList::Snapshot, name, v);
             Some(())
         }
         (f, Wire::Bytes(b)) if f == u64::from(TASK_LAST_SEEN) => {
-            last_seen.push(entry(b)?);
+            let (name, v) = entry(b)?;
+            value(ValueList::LastSeen, name, v);
             Some(())
         }
         (11, Wire::Bytes(b)) => once(&mut last_success, instant(b)?),
@@ -67,8 +115,8 @@ pub(super) fn plain_task(bytes: &[u8]) -> Option<TaskRecord> {
         }),
         since,
         queued_at,
-        snapshot: snapshot.into(),
-        last_seen: last_seen.into(),
+        snapshot: Default::default(),
+        last_seen: Default::default(),
         last_success,
         sla_due,
         hold: None,
@@ -108,7 +156,7 @@ fn run_of(bytes: &[u8]) -> Option<Run> {
 
 /// A `map<string, Timestamp>` entry: a key left out is empty, a value left
 /// out is the epoch (protobuf leaves out defaults).
-fn entry(bytes: &[u8]) -> Option<(String, Timestamp)> {
+fn entry(bytes: &[u8]) -> Option<(&str, Timestamp)> {
     let (mut key, mut value) = (None, None);
     fields(bytes, |field, wire| match (field, wire) {
         (1, Wire::Bytes(b)) => once(&mut key, text(b)?),
@@ -116,7 +164,7 @@ fn entry(bytes: &[u8]) -> Option<(String, Timestamp)> {
         _ => None,
     })?;
     Some((
-        key.unwrap_or_default().to_string(),
+        key.unwrap_or_default(),
         value.unwrap_or(Timestamp::UNIX_EPOCH),
     ))
 }

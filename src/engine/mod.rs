@@ -19,7 +19,7 @@ use crate::action::Action;
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::config::Config;
 use crate::ctl::{ParamId, ParamName};
-use crate::task::TaskRecord;
+use crate::task::{InPlace, TaskRecord};
 
 pub use input::{
     Command, EventRecord, Input, RunResult, StageReply, StepReply, Target, TimerChange, Update,
@@ -237,7 +237,18 @@ impl Engine {
     /// changelog as `task/<key>` (the records a restore reads most: no
     /// record is built around them).
     pub fn restore_task(&mut self, key: &str, record: Option<TaskRecord>) -> Result<(), Error> {
-        self.tasks.restore_task(key, record)
+        self.tasks.restore_task(key, record, InPlace::default())
+    }
+
+    /// [`Engine::restore_task`] of a record read with its parameter values
+    /// in place ([`crate::codec::read_task_record`]): `placed` holds them.
+    pub fn restore_task_in_place(
+        &mut self,
+        key: &str,
+        record: TaskRecord,
+        placed: InPlace<'_>,
+    ) -> Result<(), Error> {
+        self.tasks.restore_task(key, Some(record), placed)
     }
 
     /// Ends a restore: rebuilds what the records imply (indexes, timers).

@@ -436,3 +436,91 @@ retry = { attempts = 1, backoff = "1m", tiers = [] }
     );
     assert_eq!(sim.engine().stats().fired, 1);
 }
+
+/// A task record read with its parameter values in place (as a restore
+/// reads it) restores as the record read whole, whether its values come in
+/// name order (as Reactor writes them) or not, a name repeated (protobuf's
+/// map: the last of a name), or naming a parameter no task names.
+#[test]
+fn a_task_record_read_in_place_restores_as_read_whole() {
+    use crate::changelog::{ChangelogRecord, Store, Value};
+    use crate::codec;
+    use crate::task::{InPlace, TaskRecord};
+    use prost::Message;
+
+    let config = config::parse(
+        r#"
+[[task]]
+id = "t"
+trigger = "all(delta(a/x, 1min), delta(a/y, 1min))"
+timeout = "10m"
+"#,
+        "in_place.toml",
+    )
+    .unwrap()
+    .config;
+    let ts = |s: &str| -> jiff::Timestamp { s.parse().unwrap() };
+    let record = TaskRecord {
+        snapshot: vec![
+            ("a/x".to_string(), ts("2024-01-01T00:01:00Z")),
+            ("a/y".to_string(), ts("2024-01-01T00:02:00Z")),
+        ]
+        .into(),
+        last_seen: vec![
+            ("a/y".to_string(), ts("2024-01-01T00:00:30Z")),
+            ("b/z".to_string(), ts("2024-01-01T00:00:10Z")),
+        ]
+        .into(),
+        ..TaskRecord::default()
+    };
+    let (_, payload) = codec::encode_changelog(ChangelogRecord {
+        store: Store::Task,
+        key: "t".into(),
+        value: Some(Value::Task(Box::new(record))),
+    });
+    let in_order = payload.unwrap();
+    // The same record with one more value of `a/x` after the others.
+    let mut again = in_order.clone();
+    crate::proto::v1::TaskRecord {
+        snapshot: [(
+            "a/x".to_string(),
+            codec::timestamp_to_proto(ts("2024-01-01T00:03:00Z")),
+        )]
+        .into(),
+        ..Default::default()
+    }
+    .encode(&mut again)
+    .unwrap();
+    for (bytes, x) in [(&in_order, "00:01"), (&again, "00:03")] {
+        let whole = codec::decode_task_record(bytes).unwrap();
+        let mut values = Vec::new();
+        let placed = codec::read_task_record(bytes, &mut values).unwrap();
+        assert_eq!(values.len(), 4 + usize::from(x == "00:03"), "read in place");
+        // The record and the bytes written straight from the task's state
+        // (which would show a value held twice).
+        let restored = |f: &dyn Fn(&mut super::Engine)| {
+            let mut e = super::Engine::restore(&config, |_| true, std::iter::empty()).unwrap();
+            f(&mut e);
+            e.restored().unwrap();
+            (e.tasks.record(0).unwrap(), e.tasks.encoded(0).unwrap())
+        };
+        let from_whole = restored(&|e| e.restore_task("t", Some(whole.clone())).unwrap());
+        let from_place = restored(&|e| {
+            let placed_values = InPlace {
+                bytes,
+                values: &values,
+            };
+            e.restore_task_in_place("t", placed.clone(), placed_values)
+                .unwrap()
+        });
+        assert_eq!(from_place, from_whole);
+        let Some(Value::Task(restored)) = from_place.0.value else {
+            panic!("t restored as a task record");
+        };
+        assert_eq!(
+            restored.snapshot.get("a/x"),
+            Some(&ts(&format!("2024-01-01T{x}:00Z")))
+        );
+        assert_eq!(restored.last_seen.iter().len(), 2, "b/z kept");
+    }
+}

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::engine::{self, Engine};
 use crate::router::Router;
 use crate::shell::driver::Driver;
+use crate::task::{InPlace, InPlaceValue};
 
 /// A shard being rebuilt.
 pub struct Rebuild {
@@ -27,6 +28,9 @@ pub struct Rebuild {
     /// of the key replaces them (compaction would drop them): a rebuild
     /// that ends with any fails with it.
     refused: BTreeMap<Vec<u8>, engine::Error>,
+    /// The parameter values of the task record being taken, read in place
+    /// (a list kept for the next record).
+    values: Vec<InPlaceValue>,
 }
 
 impl Rebuild {
@@ -36,6 +40,7 @@ impl Rebuild {
             engine: Driver::empty_shard(config, router, partition)?,
             marks: BTreeMap::new(),
             refused: BTreeMap::new(),
+            values: Vec::new(),
         })
     }
 
@@ -52,10 +57,17 @@ impl Rebuild {
             return Ok(());
         }
         let restored = match codec::read_changelog_key(key)? {
-            (Store::Task, id) => {
-                let record = payload.map(codec::decode_task_record).transpose()?;
-                self.engine.restore_task(id, record)
-            }
+            (Store::Task, id) => match payload {
+                Some(bytes) => {
+                    let record = codec::read_task_record(bytes, &mut self.values)?;
+                    let placed = InPlace {
+                        bytes,
+                        values: &self.values,
+                    };
+                    self.engine.restore_task_in_place(id, record, placed)
+                }
+                None => self.engine.restore_task(id, None),
+            },
             // The bytes go along: a shard keeps an idle offer as them.
             _ => self
                 .engine

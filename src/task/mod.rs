@@ -28,6 +28,39 @@ pub struct Hold {
     pub awaiting_data: bool,
 }
 
+/// Which parameter list of a task record a value belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueList {
+    /// [`TaskRecord::snapshot`].
+    Snapshot,
+    /// [`TaskRecord::last_seen`].
+    LastSeen,
+}
+
+/// A parameter value of a task record read in place: its name lies in the
+/// record's bytes at `name` (checked to be UTF-8 as it was read). A restore
+/// only looks names up: read in place, none is copied, where a name per
+/// value was allocated, looked up and freed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPlaceValue {
+    /// The list it belongs to.
+    pub list: ValueList,
+    /// Where its name lies in the record's bytes.
+    pub name: std::ops::Range<usize>,
+    /// The value.
+    pub value: Timestamp,
+}
+
+/// A task record's parameter values read in place: the record's bytes and
+/// where each value's name lies in them (none: its lists hold them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InPlace<'a> {
+    /// The record's bytes.
+    pub bytes: &'a [u8],
+    /// Its parameter values, in the order read.
+    pub values: &'a [InPlaceValue],
+}
+
 /// A task's runtime state as written to the changelog (parameters by name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct TaskRecord {

@@ -26,7 +26,7 @@ use crate::ctl::{CtlTable, ParamId, ParamName, Postings};
 use crate::duration::Duration;
 use crate::run::{Alarms, Due, RunSlot};
 use crate::stamp::{self, Stamp};
-use crate::task::{Hold, PoolQueue, TaskRecord, TaskState};
+use crate::task::{Hold, InPlace, PoolQueue, TaskRecord, TaskState};
 use crate::timers::Timers;
 
 use seen::Seen;
@@ -454,7 +454,7 @@ impl Tasks {
                 }))
             }
         };
-        self.restore_task(&record.key, value)
+        self.restore_task(&record.key, value, InPlace::default())
     }
 
     /// Restores task `key` as `record` holds it (`None`: a tombstone).
@@ -462,6 +462,7 @@ impl Tasks {
         &mut self,
         key: &str,
         record: Option<TaskRecord>,
+        placed: InPlace<'_>,
     ) -> Result<(), Error> {
         let Some(i) = self.find(key) else {
             if record.is_some() {
@@ -472,7 +473,7 @@ impl Tasks {
             return Ok(());
         };
         let rt = match record {
-            Some(r) => self.rt_from_record(i, key, r)?,
+            Some(r) => self.rt_from_record(i, key, r, placed)?,
             None => TaskRt::default(),
         };
         *self.task_mut(i)?.rt = rt;

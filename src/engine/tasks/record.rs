@@ -7,17 +7,17 @@ use jiff::Timestamp;
 use super::{Cold, Flight, Rare, TaskRt, Tasks, UNSET};
 use crate::changelog::{ChangelogRecord, Store, Value};
 use crate::codec::{self, ParamKey, TaskFields};
-use crate::ctl::{CtlTable, ParamId, ParamName, ParamRef, ParamValues};
+use crate::ctl::{CtlTable, ParamId, ParamName, ParamValues};
 use crate::engine::Error;
 use crate::stamp::{self, Stamp};
-use crate::task::TaskRecord;
+use crate::task::{InPlace, TaskRecord, ValueList};
 use crate::trigger::Trigger;
 
 impl Tasks {
     /// The changelog record of task `i` as its step writes it: encoded
     /// straight from the task ([`codec::encode_task_fields`]), the bytes
     /// [`Tasks::record`]'s record encodes to.
-    pub(super) fn encoded(&self, i: u32) -> Result<ChangelogRecord, Error> {
+    pub(in crate::engine) fn encoded(&self, i: u32) -> Result<ChangelogRecord, Error> {
         let task = self.task(i)?;
         let rt = &task.rt;
         let rare = rt.rare();
@@ -96,12 +96,14 @@ impl Tasks {
         })
     }
 
-    /// The state task `i` (entry index) restores from its record `r`.
+    /// The state task `i` (entry index) restores from its record `r`, whose
+    /// parameter values `placed` holds when they were read in place.
     pub(super) fn rt_from_record(
         &mut self,
         i: u32,
         key: &str,
         r: TaskRecord,
+        placed: InPlace<'_>,
     ) -> Result<TaskRt, Error> {
         let trigger = self
             .tasks
@@ -109,34 +111,33 @@ impl Tasks {
             .and_then(|e| self.defs.get(e.def as usize))
             .map(|task| &task.def.trigger);
         let table = &mut self.table;
-        let mut ids = |values: &ParamValues| {
-            // Sized first: the list ends boxed, and one grown as it was
-            // collected was allocated twice.
-            let mut ids = Vec::with_capacity(values.iter().len());
-            for (name, v) in values.iter() {
-                // The names a record holds are nearly always those its task's
-                // trigger reads: matched against those first, a name costs a
-                // comparison with text that is read anyway (and, equal to a
-                // configured name, needs no check), where a lookup among
-                // every name of the configuration first missed the cache on
-                // a line of its index.
-                let own = name.split_once('/').and_then(|(entity, param)| {
-                    own_param(trigger?, table, ParamRef { entity, param })
-                });
-                let id = match own {
-                    Some(global) => table.intern_global(global),
-                    None => {
-                        let name = ParamName::parse_parts(name).map_err(|e| Error::BadRecord {
-                            store: Store::Task.as_str(),
-                            key: key.to_string(),
-                            message: format!("parameter `{name}`: {e}"),
-                        })?;
-                        table.intern(name)
-                    }
-                };
-                ids.push((id, Stamp::from(*v)));
+        let mut ids = |list: ValueList, owned: &ParamValues| {
+            let in_place = || {
+                placed
+                    .values
+                    .iter()
+                    .filter(move |v| v.list == list)
+                    .map(|v| {
+                        (
+                            placed.bytes.get(v.name.clone()).unwrap_or_default(),
+                            v.value,
+                        )
+                    })
+            };
+            // Read as a map of names reads them (name order, the last of a
+            // name kept): values in place are so when Reactor wrote them,
+            // and made so first when not.
+            if in_order(in_place()) {
+                let n = in_place().count() + owned.iter().len();
+                param_ids(trigger, table, key, n, in_place().chain(named_bytes(owned)))
+            } else {
+                let values: ParamValues = in_place()
+                    .map(|(name, v)| (String::from_utf8_lossy(name).into_owned(), v))
+                    .collect::<Vec<_>>()
+                    .into();
+                let n = values.iter().len();
+                param_ids(trigger, table, key, n, named_bytes(&values))
             }
-            Ok::<_, Error>(ids)
         };
         let rare = Rare {
             sla_due: r.sla_due,
@@ -150,12 +151,12 @@ impl Tasks {
         let mut rt = TaskRt {
             slot: r.slot,
             since: r.since.map(Stamp::from),
-            last_seen: ids(&r.last_seen)?.into(),
+            last_seen: ids(ValueList::LastSeen, &r.last_seen)?.into(),
             last_success: r.last_success.map(Stamp::from),
             cold: Some(Box::new(Cold {
                 flight: Flight {
                     queued_at: r.queued_at.map(Stamp::from),
-                    snapshot: ids(&r.snapshot)?.into(),
+                    snapshot: ids(ValueList::Snapshot, &r.snapshot)?.into(),
                 },
                 // Boxed only when set: most tasks set none of it.
                 rare: (rare != UNSET).then(|| Box::new(rare)),
@@ -229,12 +230,70 @@ impl<'a> Named<'a> {
 
 /// The configuration's id of the parameter named `name` among those
 /// `trigger` reads.
-fn own_param(trigger: &Trigger<ParamId>, table: &CtlTable, name: ParamRef<'_>) -> Option<ParamId> {
+fn own_param(trigger: &Trigger<ParamId>, table: &CtlTable, name: &[u8]) -> Option<ParamId> {
+    let slash = name.iter().position(|&b| b == b'/')?;
+    let (entity, param) = (name.get(..slash)?, name.get(slash + 1..)?);
     let mut found = None;
     trigger.for_each_param(&mut |&p| {
-        if found.is_none() && table.global().name(p) == name {
+        let known = table.global().name(p);
+        if found.is_none() && known.entity.as_bytes() == entity && known.param.as_bytes() == param {
             found = Some(p);
         }
     });
     found
+}
+
+/// The shard's ids of the `n` parameter `names` of task `key` (its trigger
+/// `trigger`), interned in `table` as needed.
+fn param_ids<'n>(
+    trigger: Option<&Trigger<ParamId>>,
+    table: &mut CtlTable,
+    key: &str,
+    n: usize,
+    names: impl Iterator<Item = (&'n [u8], Timestamp)>,
+) -> Result<Vec<(ParamId, Stamp)>, Error> {
+    // Sized first: the list ends boxed, and one grown as it was collected
+    // was allocated twice.
+    let mut ids = Vec::with_capacity(n);
+    for (name, v) in names {
+        // The names a record holds are nearly always those its task's
+        // trigger reads: matched against those first, a name costs a
+        // comparison with bytes that are read anyway (and, equal to a
+        // configured name, needs no check), where a lookup among every
+        // name of the configuration first missed the cache on a line of
+        // its index.
+        let id = match trigger.and_then(|t| own_param(t, table, name)) {
+            Some(global) => table.intern_global(global),
+            None => {
+                let bad = |e: String| Error::BadRecord {
+                    store: Store::Task.as_str(),
+                    key: key.to_string(),
+                    message: format!("parameter `{}`: {e}", String::from_utf8_lossy(name)),
+                };
+                let name = std::str::from_utf8(name).map_err(|e| bad(e.to_string()))?;
+                let name = ParamName::parse_parts(name).map_err(|e| bad(e.to_string()))?;
+                table.intern(name)
+            }
+        };
+        ids.push((id, Stamp::from(v)));
+    }
+    Ok(ids)
+}
+
+/// Each of `values` as its name's bytes and its value.
+fn named_bytes(values: &ParamValues) -> impl Iterator<Item = (&[u8], Timestamp)> {
+    values.iter().map(|(name, v)| (name.as_bytes(), *v))
+}
+
+/// Whether `values` are in name order, no name twice (as a map of names
+/// holds them).
+fn in_order<'a>(mut values: impl Iterator<Item = (&'a [u8], Timestamp)>) -> bool {
+    let Some((mut last, _)) = values.next() else {
+        return true;
+    };
+    values.all(|(name, _)| {
+        let ascending = *last < *name;
+        last = name;
+        ascending
+    })
 }
