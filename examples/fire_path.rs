@@ -75,7 +75,7 @@ fn fire(
     let mut out = output::OutRecords::default();
     let mut records = 0;
     let prefetch = std::env::var_os("PROBE_NO_PREFETCH").is_none();
-    let mut named = Vec::with_capacity(CHUNK);
+    let (mut named, mut ids) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK));
     for chunk in inputs.chunks(CHUNK) {
         // As the runtime reads CTL records: a chunk's parameters looked up
         // in the router, what applying them reads fetched ahead, then each
@@ -87,7 +87,9 @@ fn fire(
                 .unwrap()
         }));
         if prefetch {
-            let ids: Vec<_> = named.iter().map(|(id, _)| *id).collect();
+            // A list reused, as the runtime's is.
+            ids.clear();
+            ids.extend(named.iter().map(|&(id, _)| id));
             engine.prefetch_named_ctl(&ids);
         }
         for &(id, value) in &named {

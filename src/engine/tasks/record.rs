@@ -125,9 +125,9 @@ impl Tasks {
                     })
             };
             // Read as a map of names reads them (name order, the last of a
-            // name kept): values in place are so when Reactor wrote them,
-            // and made so first when not.
-            if in_order(in_place()) {
+            // name kept): values in place are so when Reactor wrote them
+            // (the check `NameMap::from` makes), and made so first when not.
+            if in_place().is_sorted_by(|a, b| a.0 < b.0) {
                 let n = in_place().count() + owned.iter().len();
                 param_ids(trigger, table, key, n, in_place().chain(named_bytes(owned)))
             } else {
@@ -283,17 +283,4 @@ fn param_ids<'n>(
 /// Each of `values` as its name's bytes and its value.
 fn named_bytes(values: &ParamValues) -> impl Iterator<Item = (&[u8], Timestamp)> {
     values.iter().map(|(name, v)| (name.as_bytes(), *v))
-}
-
-/// Whether `values` are in name order, no name twice (as a map of names
-/// holds them).
-fn in_order<'a>(mut values: impl Iterator<Item = (&'a [u8], Timestamp)>) -> bool {
-    let Some((mut last, _)) = values.next() else {
-        return true;
-    };
-    values.all(|(name, _)| {
-        let ascending = *last < *name;
-        last = name;
-        ascending
-    })
 }
