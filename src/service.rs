@@ -12,6 +12,7 @@ use crate::admin::{self, AdminState};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::kafka::{self, Clients};
+use crate::metrics::TaskAges;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::health::Readiness;
 use crate::runtime::stop::{Stop, StopKind};
@@ -55,6 +56,8 @@ pub struct Settings {
     pub admin: SocketAddr,
     /// This instance's stable name.
     pub instance_id: String,
+    /// Most tasks exported in `reactor_task_seconds_since_success`.
+    pub task_age_series: usize,
     /// Time source.
     pub clock: Arc<dyn Clock>,
 }
@@ -66,6 +69,7 @@ pub struct Settings {
 pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let handle = crate::metrics::install()?;
     let readiness = Readiness::new();
+    let task_ages = TaskAges::new(settings.task_age_series);
     let (queries_tx, queries_rx) = mpsc::channel(64);
     let (stop_admin, admin_stopped) = watch::channel(false);
     let listener = tokio::net::TcpListener::bind(settings.admin)
@@ -77,6 +81,7 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
     let state = AdminState {
         readiness: Arc::clone(&readiness),
         metrics: handle,
+        task_ages: Arc::clone(&task_ages),
         queries: queries_tx,
     };
     let admin_task = tokio::spawn(admin::serve(listener, state, async move {
@@ -104,6 +109,7 @@ pub async fn serve(settings: Settings, shutdown: impl Future<Output = ()>) -> Re
         partitions,
         clock: settings.clock,
         readiness,
+        task_ages,
         queries: Arc::new(Mutex::new(queries_rx)),
         stop: stop.clone(),
     };

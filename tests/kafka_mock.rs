@@ -113,6 +113,19 @@ fn ctl_change_dispatches_a_run_and_success_records_last_seen() {
         })
     });
     assert!(!changelog.is_empty());
+
+    // A health pass (every 5 s) publishes the task's age for `/metrics`.
+    let until = std::time::Instant::now() + WAIT;
+    let published = loop {
+        let published = instance.task_ages.published();
+        if !published.is_empty() || std::time::Instant::now() > until {
+            break published;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let tasks: Vec<&str> = published.iter().map(|(task, _)| task.as_str()).collect();
+    assert_eq!(tasks, ["orders_daily"], "{published:?}");
+    assert!(published[0].1 >= 0.0);
     instance.stop();
 }
 

@@ -142,6 +142,8 @@ pub struct AdminState {
     pub readiness: Arc<Readiness>,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// The stalest tasks' ages, appended to `/metrics`.
+    pub task_ages: Arc<crate::metrics::TaskAges>,
     /// Queries to the runtime.
     pub queries: mpsc::Sender<Query>,
 }
@@ -272,10 +274,9 @@ async fn readyz(State(state): State<AdminState>) -> (StatusCode, Json<Report>) {
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
-        state.metrics.render(),
-    )
+    let mut text = state.metrics.render();
+    state.task_ages.render_into(&mut text);
+    ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text)
 }
 
 /// Filters of `GET /tasks`.
@@ -606,6 +607,7 @@ steps = ["send"]
     struct Server {
         addr: SocketAddr,
         readiness: Arc<Readiness>,
+        task_ages: Arc<crate::metrics::TaskAges>,
         stop: oneshot::Sender<()>,
         served: tokio::task::JoinHandle<io::Result<()>>,
     }
@@ -614,9 +616,11 @@ steps = ["send"]
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let readiness = Readiness::new();
+        let task_ages = crate::metrics::TaskAges::new(2);
         let state = AdminState {
             readiness: Arc::clone(&readiness),
             metrics: crate::metrics::install().unwrap(),
+            task_ages: Arc::clone(&task_ages),
             queries,
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -626,6 +630,7 @@ steps = ["send"]
         Server {
             addr,
             readiness,
+            task_ages,
             stop,
             served,
         }
@@ -692,6 +697,35 @@ steps = ["send"]
                 .contains("reactor_events_consumed_total{topic=\"admin_test_topic\"} 2"),
             "{}",
             reply.body
+        );
+        // The stalest tasks a health pass published follow the recorder's.
+        let mut pass = crate::metrics::Stalest::new(server.task_ages.limit());
+        let at = |s: i64| jiff::Timestamp::from_second(s).unwrap();
+        for (task, last) in [("fresh", 95), ("stale", 10), ("stalest", 5)] {
+            pass.offer(task, at(last), at(100));
+        }
+        server.task_ages.publish(pass);
+        let reply = get(server.addr, "/metrics").await;
+        let ages: Vec<&str> = reply
+            .body
+            .lines()
+            .filter(|l| l.starts_with("reactor_task_seconds_since_success"))
+            .collect();
+        assert_eq!(
+            ages,
+            [
+                "reactor_task_seconds_since_success{task=\"stalest\"} 95",
+                "reactor_task_seconds_since_success{task=\"stale\"} 90",
+            ],
+            "{}",
+            reply.body
+        );
+        assert!(reply
+            .body
+            .contains("# TYPE reactor_task_seconds_since_success gauge\n"));
+        assert!(
+            reply.body.contains("reactor_events_consumed_total"),
+            "the recorder's text is still there"
         );
         server.shutdown().await;
     }

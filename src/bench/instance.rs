@@ -199,6 +199,7 @@ pub(super) fn start(
         partitions,
         clock: Arc::new(SystemClock),
         readiness: Arc::clone(&readiness),
+        task_ages: metrics::TaskAges::new(metrics::DEFAULT_SERIES),
         queries: Arc::new(Mutex::new(rx)),
         stop: Stop::new(),
     };

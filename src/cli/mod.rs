@@ -48,6 +48,10 @@ pub enum Cmd {
         /// This instance's stable name (transactional id suffix; default: host name).
         #[arg(long, env = "REACTOR_INSTANCE_ID")]
         instance_id: Option<String>,
+        /// Most tasks exported in `reactor_task_seconds_since_success`: the
+        /// stalest this instance owns (each is a Prometheus series).
+        #[arg(long, env = "REACTOR_TASK_AGE_SERIES", default_value_t = crate::metrics::DEFAULT_SERIES)]
+        task_age_series: usize,
         /// Log as JSON lines.
         #[arg(long)]
         log_json: bool,
@@ -125,6 +129,7 @@ pub fn run(command: Cmd) -> ExitCode {
             brokers,
             admin,
             instance_id,
+            task_age_series,
             log_json,
         } => {
             init_logs(log_json);
@@ -132,7 +137,7 @@ pub fn run(command: Cmd) -> ExitCode {
                 Ok(loaded) => loaded,
                 Err(code) => return code,
             };
-            tools::run(loaded.config, brokers, admin, instance_id)
+            tools::run(loaded.config, brokers, admin, instance_id, task_age_series)
         }
         Cmd::Ctl { command } => tools::ctl(command),
         Cmd::Offer { command } => tools::offer(command),

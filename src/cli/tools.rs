@@ -113,6 +113,7 @@ pub fn run(
     brokers: Option<String>,
     admin: std::net::SocketAddr,
     instance_id: Option<String>,
+    task_age_series: usize,
 ) -> ExitCode {
     let Some(brokers) = brokers.or_else(|| config.kafka.brokers.clone()) else {
         eprintln!("error: no brokers: pass --brokers, set REACTOR_BROKERS, or kafka.brokers in the configuration");
@@ -131,6 +132,7 @@ pub fn run(
         brokers,
         admin,
         instance_id,
+        task_age_series,
         clock: Arc::new(SystemClock),
     };
     match runtime.block_on(service::serve(settings, service::signal())) {

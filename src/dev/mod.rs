@@ -99,6 +99,7 @@ pub fn run(options: DevOptions) -> Result<(), Error> {
         brokers,
         admin: options.admin,
         instance_id: "dev".into(),
+        task_age_series: crate::metrics::DEFAULT_SERIES,
         clock: Arc::new(SystemClock),
     };
     let duration = options.duration;

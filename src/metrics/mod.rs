@@ -7,12 +7,13 @@
 //!
 //! The engine is pure and counts nothing itself; the shell feeds this module
 //! what the engine returned ([`record_actions`], [`record_result`],
-//! [`record_engine`], [`record_tasks`], [`record_offer_counters`],
+//! [`record_engine`], [`TaskHealth`], [`record_offer_counters`],
 //! [`record_stages`]) and emits the notable events of the
 //! I/O side ([`DeadLetter`], [`TransactionAborted`], [`Rebalance`], …), each
 //! of which logs and counts in one call. This file holds the names, their
 //! descriptions and the recorder; `record` the recording helpers, `events`
-//! the notable events (both re-exported here).
+//! the notable events, `task_ages` the per-task ages `/metrics` renders
+//! itself (all re-exported here).
 
 use std::collections::HashSet;
 use std::fmt::Display;
@@ -26,9 +27,7 @@ use metrics::{
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 use crate::action::{Action, Event, OfferState, Subject};
-use crate::engine::{
-    JobStats, OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats, TaskSummary,
-};
+use crate::engine::{JobStats, OfferCounters, PoolStats, RunKind, RunResult, StageStats, Stats};
 use crate::name_index::ByName;
 use crate::run::Status;
 use crate::stage::Lane;
@@ -95,8 +94,13 @@ pub const POOL_QUEUED: &str = "reactor_pool_queued";
 pub const POOL_RUNNING: &str = "reactor_pool_running";
 /// Tasks per `state` ([`TaskState::as_str`]) on this instance.
 pub const TASKS: &str = "reactor_tasks";
-/// Seconds since the last success, per `task`.
+/// Seconds since the last success, per `task`: the stalest tasks this
+/// instance owns, at most `reactor run --task-age-series` of them (see
+/// [`TaskAges`]; rendered by `/metrics`, not through the recorder).
 pub const TASK_SECONDS_SINCE_SUCCESS: &str = "reactor_task_seconds_since_success";
+/// [`TASK_SECONDS_SINCE_SUCCESS`]'s description.
+pub const TASK_SECONDS_SINCE_SUCCESS_HELP: &str =
+    "Seconds since the task's last success, for the stalest tasks this instance owns.";
 /// From the input record that caused a dispatch to the dispatch, by `kind`.
 pub const DISPATCH_LATENCY: &str = "reactor_dispatch_latency_seconds";
 /// Time to commit one Kafka transaction.
@@ -364,10 +368,12 @@ pub fn describe() {
         Unit::Count,
         "Tasks owned by this instance, by state."
     );
+    // Described for the table, though rendered by `TaskAges`: the recorder
+    // prints a description only beside series of its own.
     describe_gauge!(
         TASK_SECONDS_SINCE_SUCCESS,
         Unit::Seconds,
-        "Seconds since the task's last success."
+        TASK_SECONDS_SINCE_SUCCESS_HELP
     );
     describe_histogram!(
         DISPATCH_LATENCY,
@@ -475,8 +481,10 @@ pub fn install() -> Result<PrometheusHandle, Error> {
 
 mod events;
 mod record;
+mod task_ages;
 #[cfg(test)]
 mod tests;
 
 pub use events::*;
 pub use record::*;
+pub use task_ages::*;

@@ -397,45 +397,29 @@ pub fn record_engine(previous: &mut Stats, now: Stats, pools: &[PoolStats]) {
     }
 }
 
-/// Exports the per-state task counts and each task's seconds since its last
-/// success, at `now`.
-///
-/// Pass every task this instance owns in one call: the state gauges are
-/// instance totals. A task never successful has no age gauge. Gauges of tasks
-/// whose shard moved away keep their last value (the exporter cannot drop a
-/// label set); the owning instance exports the live one.
-pub fn record_tasks(tasks: &[TaskSummary], now: Timestamp) {
-    record_task_health(
-        tasks
-            .iter()
-            .map(|t| (t.state, t.last_success.map(|at| (t.id.as_str(), at)))),
-        now,
-    );
-}
-
-/// [`record_tasks`] from the state of every task and, for one that
-/// succeeded, its id and last success.
-pub fn record_task_health<'a>(
-    tasks: impl IntoIterator<Item = (TaskState, Option<(&'a str, Timestamp)>)>,
-    now: Timestamp,
-) {
-    let mut health = TaskHealth::default();
-    health.add(tasks, now);
-    health.finish();
-}
-
-/// [`record_task_health`] a part at a time: every task's staleness gauge is
-/// set as it is added, the per-state gauges once the last part is in (an
-/// instance of millions of tasks walks them over several commits, not in
-/// one pause of its shards).
+/// The per-state task counts and the stalest tasks' seconds since their
+/// last success, counted a part at a time: the stalest are kept as they
+/// are added, the per-state gauges set and the stalest published once the
+/// last part is in (an instance of millions of tasks walks them over
+/// several commits, not in one pause of its shards).
 #[derive(Debug, Default)]
 pub struct TaskHealth {
     /// Tasks counted per state, in [`TaskState`]'s order.
     counts: Vec<usize>,
+    /// The stalest tasks that ever succeeded.
+    stalest: Stalest,
 }
 
 impl TaskHealth {
-    /// Counts `tasks` by state and sets the staleness gauge of each that
+    /// Counts nothing yet; keeps at most `ages`' limit of stalest tasks.
+    pub fn new(ages: &TaskAges) -> TaskHealth {
+        TaskHealth {
+            counts: Vec::new(),
+            stalest: Stalest::new(ages.limit()),
+        }
+    }
+
+    /// Counts `tasks` by state and weighs the staleness of each that
     /// succeeded, at `now`.
     pub fn add<'a>(
         &mut self,
@@ -449,8 +433,7 @@ impl TaskHealth {
                 *n += 1;
             }
             if let Some((id, last)) = succeeded {
-                let age = now.duration_since(last).as_secs_f64().max(0.0);
-                gauge!(TASK_SECONDS_SINCE_SUCCESS, "task" => id.to_string()).set(age);
+                self.stalest.offer(id, last, now);
             }
         }
     }
@@ -463,13 +446,15 @@ impl TaskHealth {
             .unwrap_or(0)
     }
 
-    /// Sets the per-state gauges from every task added.
-    pub fn finish(mut self) {
+    /// Sets the per-state gauges from every task added and publishes the
+    /// stalest to `ages`, replacing what the last pass published.
+    pub fn finish(mut self, ages: &TaskAges) {
         let states = <TaskState as strum::VariantArray>::VARIANTS;
         self.counts.resize(states.len(), 0);
         for (&state, &n) in states.iter().zip(&self.counts) {
             gauge!(TASKS, "state" => state.as_str()).set(n as f64);
         }
+        ages.publish(self.stalest);
     }
 }
 

@@ -96,6 +96,9 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// Readiness served on `/readyz`.
     pub readiness: Arc<Readiness>,
+    /// The stalest tasks' ages, published by each health pass and served
+    /// on `/metrics`.
+    pub task_ages: Arc<crate::metrics::TaskAges>,
     /// Admin queries to answer between batches.
     pub queries: Arc<Mutex<mpsc::Receiver<Query>>>,
     /// Set to stop: after a last commit, or at once as a killed process
@@ -259,6 +262,7 @@ impl Runtime {
             .map(str::to_string)
             .collect();
         let out_topics = output::OutTopics::new(&options.config.kafka.topics);
+        let task_health = task_health::HealthPasses::new(Arc::clone(&options.task_ages));
         let mut runtime = Runtime {
             options,
             group: Arc::new(group),
@@ -282,7 +286,7 @@ impl Runtime {
             commit_lead: Duration::ZERO,
             batch_records: 0,
             metrics_at: Instant::now(),
-            task_health: task_health::HealthPasses::new(),
+            task_health,
             waiting: ctl::Waiting::default(),
             event_topics: options_event_topics,
             inbox: events::Inbox::default(),

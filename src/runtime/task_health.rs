@@ -1,5 +1,5 @@
-//! Task health exported a part at a time: the per-state counts and every
-//! task's seconds since success need a walk over every task, and an
+//! Task health exported a part at a time: the per-state counts and the
+//! stalest tasks' seconds since success need a walk over every task, and an
 //! instance of millions of tasks walked them in one go every
 //! [`super::METRICS_INTERVAL`], pausing its shards for tens of
 //! milliseconds (seen as the p99 of dispatch). A pass walks at most
@@ -7,12 +7,13 @@
 //! interval after the last one started.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
 
 use super::intake::Shard;
-use crate::metrics::TaskHealth;
+use crate::metrics::{TaskAges, TaskHealth};
 
 /// Tasks walked per call: about a millisecond's work, so that a pass over
 /// a few million tasks takes about a metrics interval of commit rounds.
@@ -30,12 +31,13 @@ pub(super) struct HealthPass {
 }
 
 impl HealthPass {
-    /// A pass over `shards`.
-    pub(super) fn new(shards: impl IntoIterator<Item = i32>) -> HealthPass {
+    /// A pass over `shards`, keeping as many of the stalest tasks as
+    /// `ages` exports.
+    pub(super) fn new(shards: impl IntoIterator<Item = i32>, ages: &TaskAges) -> HealthPass {
         HealthPass {
             shards: shards.into_iter().collect(),
             at: 0,
-            sum: TaskHealth::default(),
+            sum: TaskHealth::new(ages),
         }
     }
 
@@ -87,14 +89,17 @@ impl HealthPass {
 pub(super) struct HealthPasses {
     pass: Option<HealthPass>,
     began: Instant,
+    /// Where each pass publishes the stalest tasks.
+    ages: Arc<TaskAges>,
 }
 
 impl HealthPasses {
     /// No pass yet; the first begins an interval from now.
-    pub(super) fn new() -> HealthPasses {
+    pub(super) fn new(ages: Arc<TaskAges>) -> HealthPasses {
         HealthPasses {
             pass: None,
             began: Instant::now(),
+            ages,
         }
     }
 
@@ -106,11 +111,11 @@ impl HealthPasses {
                 return;
             }
             self.began = Instant::now();
-            self.pass = Some(HealthPass::new(owned.keys().copied()));
+            self.pass = Some(HealthPass::new(owned.keys().copied(), &self.ages));
         }
         if let Some(pass) = &mut self.pass {
             if let Some(sum) = pass.step(owned, PART, now) {
-                sum.finish();
+                sum.finish(&self.ages);
                 self.pass = None;
             }
         }
@@ -147,7 +152,8 @@ mod tests {
         let total: usize = owned.values().map(|s| s.engine().task_count()).sum();
         assert_eq!(total, 600);
         let now = Timestamp::UNIX_EPOCH;
-        let mut pass = HealthPass::new(owned.keys().copied());
+        let ages = TaskAges::new(10);
+        let mut pass = HealthPass::new(owned.keys().copied(), &ages);
         let mut parts = 1;
         let sum = loop {
             if let Some(sum) = pass.step(&owned, 250, now) {
@@ -158,7 +164,7 @@ mod tests {
         assert_eq!(parts, 3);
         assert_eq!(sum.count(TaskState::Idle), 600);
         let first = owned.get(&0).unwrap().engine().task_count();
-        let mut pass = HealthPass::new(owned.keys().copied());
+        let mut pass = HealthPass::new(owned.keys().copied(), &ages);
         assert!(pass.step(&owned, 1, now).is_none());
         owned.remove(&0);
         let sum = pass.step(&owned, 10_000, now).unwrap();

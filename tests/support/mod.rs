@@ -188,6 +188,7 @@ offer_state = "{p}.offer_state"
     /// Starts one Reactor instance.
     pub fn start(&self, config: &Config, instance: &str, partitions: i32) -> Instance {
         let readiness = Readiness::new();
+        let task_ages = reactor::metrics::TaskAges::new(reactor::metrics::DEFAULT_SERIES);
         let (queries, rx) = tokio::sync::mpsc::channel(8);
         let options = Options {
             config: Arc::new(config.clone()),
@@ -196,12 +197,14 @@ offer_state = "{p}.offer_state"
             partitions,
             clock: Arc::new(SystemClock),
             readiness: Arc::clone(&readiness),
+            task_ages: Arc::clone(&task_ages),
             queries: Arc::new(Mutex::new(rx)),
             stop: Stop::new(),
         };
         Instance {
             handle: Some(supervisor::spawn(options).expect("runtime threads")),
             readiness,
+            task_ages,
             queries,
         }
     }
@@ -328,6 +331,8 @@ pub struct Instance {
     handle: Option<supervisor::Handle>,
     /// Readiness.
     pub readiness: Arc<Readiness>,
+    /// The stalest tasks' ages its health passes publish.
+    pub task_ages: Arc<reactor::metrics::TaskAges>,
     /// Admin queries, answered by the runtime between batches.
     pub queries: tokio::sync::mpsc::Sender<reactor::admin::Query>,
 }
