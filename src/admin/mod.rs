@@ -11,7 +11,7 @@
 //! | `GET /healthz`     | 200 `ok` while the process serves requests                 |
 //! | `GET /readyz`      | 200 or 503, JSON [`Report`]: why not, which shards         |
 //! | `GET /metrics`     | Prometheus text exposition                                 |
-//! | `GET /tasks`       | JSON array of [`TaskSummary`]; `?state=running&pool=etl`   |
+//! | `GET /tasks`       | JSON array of [`crate::engine::TaskSummary`] by id, a page at a time: `?state=running&pool=etl&limit=1000&after=ID`; `X-Total-Count`, `Link` to the next page |
 //! | `GET /tasks/{id}`  | JSON [`TaskView`], 404 when another instance owns the task |
 //! | `GET /offers/{id}` | JSON [`OfferView`], 404 when this instance does not have it |
 //! | `GET /stages`      | JSON array of [`StageStats`] summed over the owned shards |
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query as UrlQuery, State};
-use axum::http::{header, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -39,7 +39,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{JobStats, KeyView, OfferView, StageStats, TaskSummary, TaskView};
+use crate::engine::{JobStats, KeyView, OfferView, StageStats, TaskFilter, TaskPage, TaskView};
 use crate::runtime::health::{Readiness, Report};
 use crate::task::TaskState;
 
@@ -60,10 +60,14 @@ pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// A question for the runtime that owns the shards.
 #[derive(Debug)]
 pub enum Query {
-    /// All tasks of the shards this instance owns.
+    /// A page of the tasks of the shards this instance owns.
     Tasks {
+        /// Which tasks.
+        filter: TaskFilter,
+        /// Most tasks in the page.
+        limit: usize,
         /// Where to answer.
-        reply: oneshot::Sender<Vec<TaskSummary>>,
+        reply: oneshot::Sender<TaskPage>,
     },
     /// One task's state and explain, if owned here.
     Task {
@@ -279,33 +283,73 @@ async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text)
 }
 
+/// Tasks in a page of `GET /tasks` unless `limit` says otherwise.
+pub const TASKS_PAGE: usize = 1_000;
+/// Most tasks in a page of `GET /tasks`: the runtime pauses its shards
+/// while it builds one.
+pub const MAX_TASKS_PAGE: usize = 10_000;
+
 /// Filters of `GET /tasks`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
 struct TasksFilter {
+    #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<String>,
 }
 
+/// A page of the owned tasks by id: the JSON array of the first `limit`
+/// matching ones after `after`, with `X-Total-Count` (all that match,
+/// whatever `after`) and, when more follow, a `Link` to the next page
+/// (`rel="next"`, the same query after this page's last task).
 async fn tasks(
     State(state): State<AdminState>,
-    UrlQuery(filter): UrlQuery<TasksFilter>,
-) -> Result<Json<Vec<TaskSummary>>, Error> {
+    UrlQuery(mut filter): UrlQuery<TasksFilter>,
+) -> Result<Response, Error> {
     // Validate before asking, so a typo does not cost a runtime round trip.
-    let wanted = match filter.state {
+    let wanted = match &filter.state {
         Some(name) => Some(
             <TaskState as strum::VariantArray>::VARIANTS
                 .iter()
                 .copied()
                 .find(|s| s.as_str() == name)
-                .ok_or(Error::BadState(name))?,
+                .ok_or_else(|| Error::BadState(name.clone()))?,
         ),
         None => None,
     };
-    let mut all = ask(&state.queries, |reply| Query::Tasks { reply }).await?;
-    all.retain(|t| {
-        wanted.is_none_or(|s| t.state == s) && filter.pool.as_ref().is_none_or(|p| t.pool == *p)
-    });
-    Ok(Json(all))
+    let limit = filter.limit.unwrap_or(TASKS_PAGE);
+    if !(1..=MAX_TASKS_PAGE).contains(&limit) {
+        return Err(Error::BadQuery(format!(
+            "field `limit`: must be 1 to {MAX_TASKS_PAGE}"
+        )));
+    }
+    let asked = TaskFilter {
+        state: wanted,
+        pool: filter.pool.clone(),
+        after: filter.after.clone(),
+    };
+    let page = ask(&state.queries, |reply| Query::Tasks {
+        filter: asked,
+        limit,
+        reply,
+    })
+    .await?;
+    let mut headers = HeaderMap::new();
+    headers.insert("x-total-count", HeaderValue::from(page.total));
+    if let (true, Some(last)) = (page.more(), page.tasks.last()) {
+        filter.after = Some(last.id.clone());
+        let next = serde_urlencoded::to_string(&filter)
+            .ok()
+            .and_then(|q| HeaderValue::try_from(format!("</tasks?{q}>; rel=\"next\"")).ok());
+        if let Some(next) = next {
+            headers.insert(header::LINK, next);
+        }
+    }
+    Ok((headers, Json(page.tasks)).into_response())
 }
 
 async fn task(
@@ -478,10 +522,19 @@ steps = ["send"]
     struct Reply {
         status: u16,
         content_type: Option<String>,
+        head: String,
         body: String,
     }
 
     impl Reply {
+        /// The value of header `name`, if sent.
+        fn header(&self, name: &str) -> Option<&str> {
+            self.head.lines().skip(1).find_map(|l| {
+                let (n, value) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| value.trim())
+            })
+        }
+
         fn json(&self) -> Value {
             serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
         }
@@ -515,6 +568,7 @@ steps = ["send"]
         Reply {
             status: status.parse().unwrap(),
             content_type,
+            head: head.to_string(),
             body: body.to_string(),
         }
     }
@@ -561,8 +615,12 @@ steps = ["send"]
         std::thread::spawn(move || {
             while let Some(query) = rx.blocking_recv() {
                 match query {
-                    Query::Tasks { reply } => {
-                        let _ = reply.send(engine.task_summaries());
+                    Query::Tasks {
+                        filter,
+                        limit,
+                        reply,
+                    } => {
+                        let _ = reply.send(engine.task_page(&filter, limit));
                     }
                     Query::Task { id, reply } => {
                         let _ = reply.send(engine.task_view(&id, now));
@@ -758,8 +816,27 @@ steps = ["send"]
         let default_pool = get(server.addr, "/tasks?pool=default").await.json();
         assert_eq!(default_pool.as_array().unwrap().len(), 1);
         assert_eq!(default_pool[0]["id"], "report");
-        let none = get(server.addr, "/tasks?state=dead&pool=etl").await.json();
-        assert_eq!(none, serde_json::json!([]));
+        let none = get(server.addr, "/tasks?state=dead&pool=etl").await;
+        assert_eq!(none.json(), serde_json::json!([]));
+        assert_eq!(none.header("x-total-count"), Some("0"));
+        assert_eq!(none.header("link"), None);
+
+        // A page at a time: the link names the next page's query.
+        let first = get(server.addr, "/tasks?limit=1").await;
+        assert_eq!(first.json()[0]["id"], "load");
+        assert_eq!(first.header("x-total-count"), Some("2"));
+        let next = first.header("link").expect("a link to the next page");
+        assert_eq!(next, "</tasks?limit=1&after=load>; rel=\"next\"");
+        let second = get(server.addr, "/tasks?limit=1&after=load").await;
+        assert_eq!(second.json()[0]["id"], "report");
+        assert_eq!(second.header("x-total-count"), Some("2"));
+        assert_eq!(second.header("link"), None, "the last page");
+        let all = get(server.addr, "/tasks").await;
+        assert_eq!(all.header("link"), None);
+        for bad in ["limit=0", "limit=10001", "limit=x"] {
+            let reply = get(server.addr, &format!("/tasks?{bad}")).await;
+            assert_eq!(reply.status, 400, "{bad}: {}", reply.body);
+        }
 
         let bad = get(server.addr, "/tasks?state=sleeping").await;
         assert_eq!(bad.status, 400);

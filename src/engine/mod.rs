@@ -28,7 +28,7 @@ pub use offers::{is_stage_run_id, parse_stage_run_id};
 pub use offers::{OfferCounters, OfferView, SlotView, StageStats, RESCAN_CHUNK};
 pub use processes::launch::{event_launches, EventLaunch, ON_VARIABLES, WHEN_VARIABLES};
 pub use processes::{JobStats, KeyView};
-pub use tasks::{PoolStats, Stats, TaskSummary, TaskView};
+pub use tasks::{PoolStats, Stats, TaskFilter, TaskPage, TaskSummary, TaskView};
 
 /// Why a shard could not restore a changelog or apply an input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -559,9 +559,9 @@ impl Engine {
         self.tasks.has(task)
     }
 
-    /// Every task this shard owns, in declaration order.
-    pub fn task_summaries(&self) -> Vec<TaskSummary> {
-        self.tasks.summaries()
+    /// The first `limit` tasks by id of those `filter` asks for.
+    pub fn task_page(&self, filter: &TaskFilter, limit: usize) -> TaskPage {
+        self.tasks.page(filter, limit)
     }
 
     /// Each task's state and, for one that succeeded, its id and last

@@ -345,6 +345,95 @@ fn a_shard_finds_its_own_tasks_by_id() {
     assert!(!a.has_task("t200") && !b.has_task(""));
 }
 
+/// A task listing is a page of the tasks a filter asks for, by id: paging
+/// with `after` walks every match once, whatever order the shard holds
+/// them in.
+#[test]
+fn a_task_listing_pages_by_id() {
+    let mut text = String::from("[[pool]]\nname = \"a\"\n[[pool]]\nname = \"b\"\n");
+    // Declared out of id order: the shard holds them as declared.
+    let ids: Vec<String> = (0..30).map(|i| format!("t{:02}", (i * 7) % 30)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let pool = if i % 3 == 0 { "a" } else { "b" };
+        text.push_str(&format!(
+            "[[task]]\nid = \"{id}\"\npool = \"{pool}\"\ntrigger = \"delta(x.{id}/max_dt, 1h)\"\ntimeout = \"1h\"\n"
+        ));
+    }
+    let config = config::parse(&text, "list.toml").unwrap().config;
+    let fired = ["t03", "t11", "t29"];
+    let input: Vec<String> = fired
+        .iter()
+        .map(|id| {
+            format!(
+                r#"{{"at":"2024-01-01T00:00:00Z","ctl":{{"entity":"x.{id}","param":"max_dt","value":"2024-01-01T00:00:00Z"}}}}"#
+            )
+        })
+        .collect();
+    let (sim, _) = sim::run(config, &input.join("\n"), None, None, true).unwrap();
+    let engine = sim.engine();
+    let listed = |filter: &super::TaskFilter, limit| {
+        let page = engine.task_page(filter, limit);
+        let ids: Vec<String> = page.tasks.iter().map(|t| t.id.clone()).collect();
+        (page.total, page.remaining, ids)
+    };
+    let mut sorted = ids.clone();
+    sorted.sort();
+    let all = super::TaskFilter::default();
+    assert_eq!(listed(&all, 1000), (30, 30, sorted.clone()));
+    let running = super::TaskFilter {
+        state: Some(crate::task::TaskState::Running),
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(&running, 1000),
+        (3, 3, fired.map(String::from).to_vec())
+    );
+    let in_a = super::TaskFilter {
+        pool: Some("a".into()),
+        ..Default::default()
+    };
+    let mut want_a: Vec<String> = ids.iter().step_by(3).cloned().collect();
+    want_a.sort();
+    assert_eq!(listed(&in_a, 1000), (10, 10, want_a));
+    let nowhere = super::TaskFilter {
+        pool: Some("nope".into()),
+        ..Default::default()
+    };
+    assert_eq!(listed(&nowhere, 1000), (0, 0, vec![]));
+    // Seven at a time: five pages, each knowing whether another follows.
+    for limit in [1, 7, 29, 30] {
+        let mut walked = Vec::new();
+        let mut filter = all.clone();
+        loop {
+            let page = engine.task_page(&filter, limit);
+            assert_eq!(page.total, 30);
+            assert_eq!(page.remaining, 30 - walked.len());
+            walked.extend(page.tasks.iter().map(|t| t.id.clone()));
+            if !page.more() {
+                break;
+            }
+            filter.after = page.tasks.last().map(|t| t.id.clone());
+        }
+        assert_eq!(walked, sorted, "limit {limit}");
+    }
+    // Shards' pages merge into the first tasks of all of them.
+    let halves = [
+        super::TaskFilter {
+            pool: Some("a".into()),
+            ..Default::default()
+        },
+        super::TaskFilter {
+            pool: Some("b".into()),
+            ..Default::default()
+        },
+    ];
+    let merged = super::TaskPage::merge(halves.iter().map(|f| engine.task_page(f, 4)), 4);
+    assert_eq!((merged.total, merged.remaining), (30, 30));
+    let first: Vec<&str> = merged.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(first, sorted[..4]);
+    assert!(merged.more());
+}
+
 /// A task its trigger queued in this step is dispatched without asking
 /// the trigger again; one queued in an earlier step is asked at dispatch,
 /// and goes back to idle when its trigger no longer holds.

@@ -483,14 +483,16 @@ impl Runtime {
         let now = self.now();
         while let Ok(query) = queries.try_recv() {
             match query {
-                Query::Tasks { reply } => {
-                    let mut all: Vec<_> = self
+                Query::Tasks {
+                    filter,
+                    limit,
+                    reply,
+                } => {
+                    let pages = self
                         .shards
                         .values()
-                        .flat_map(|s| s.engine().task_summaries())
-                        .collect();
-                    all.sort_by(|a, b| a.id.cmp(&b.id));
-                    let _ = reply.send(all);
+                        .map(|s| s.engine().task_page(&filter, limit));
+                    let _ = reply.send(crate::engine::TaskPage::merge(pages, limit));
                 }
                 Query::Task { id, reply } => {
                     let view = self

@@ -32,7 +32,7 @@ use crate::timers::Timers;
 use seen::Seen;
 
 pub(super) use runs::TaskValues;
-pub use view::{PoolStats, Stats, TaskSummary, TaskView};
+pub use view::{PoolStats, Stats, TaskFilter, TaskPage, TaskSummary, TaskView};
 
 /// A task's runtime state (parameters by id).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,6 +1,6 @@
 //! Read-only views of a shard for operators: task state and `explain`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -71,6 +71,50 @@ pub struct TaskSummary {
     pub last_success: Option<Timestamp>,
 }
 
+/// Which tasks a listing (`GET /tasks`) asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks of this pool.
+    pub pool: Option<String>,
+    /// Only tasks whose id sorts after this one (the last of the page
+    /// before).
+    pub after: Option<String>,
+}
+
+/// One page of a task listing: the first tasks by id that match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskPage {
+    /// Tasks matching the state and pool, whatever `after`.
+    pub total: usize,
+    /// Of those, the tasks after `after`: more than the page holds when
+    /// another page follows.
+    pub remaining: usize,
+    /// The first of those by id, at most the limit asked.
+    pub tasks: Vec<TaskSummary>,
+}
+
+impl TaskPage {
+    /// The pages of several shards as one page of at most `limit` tasks.
+    pub fn merge(pages: impl IntoIterator<Item = TaskPage>, limit: usize) -> TaskPage {
+        let mut merged = TaskPage::default();
+        for page in pages {
+            merged.total += page.total;
+            merged.remaining += page.remaining;
+            merged.tasks.extend(page.tasks);
+        }
+        merged.tasks.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        merged.tasks.truncate(limit);
+        merged
+    }
+
+    /// Whether tasks after this page's last remain.
+    pub fn more(&self) -> bool {
+        self.remaining > self.tasks.len()
+    }
+}
+
 /// Counts of what the engine did since it was built (for metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
@@ -93,9 +137,43 @@ pub struct PoolStats {
 }
 
 impl Tasks {
-    /// Every task this shard owns, in declaration order.
-    pub(in crate::engine) fn summaries(&self) -> Vec<TaskSummary> {
-        self.iter()
+    /// The first `limit` tasks by id that `filter` asks for. A shard may
+    /// hold millions of tasks and this runs on the thread that applies
+    /// inputs: the walk allocates nothing for a task that is not listed.
+    pub(in crate::engine) fn page(&self, filter: &TaskFilter, limit: usize) -> TaskPage {
+        // No pool of that name here: `Some(None)`, and nothing matches.
+        let pool = filter
+            .pool
+            .as_deref()
+            .map(|name| self.pools.iter().position(|p| &*p.name == name));
+        let mut page = TaskPage::default();
+        // A max-heap of the first ids so far: its top goes when a smaller
+        // one comes.
+        let mut first: BinaryHeap<(&str, u32)> = BinaryHeap::new();
+        for (i, task) in (0..self.count()).filter_map(|i| Some((i, self.task(i).ok()?))) {
+            let listed = filter.state.is_none_or(|s| s == task.rt.slot.phase)
+                && pool.is_none_or(|p| p == Some(task.def.pool()));
+            if !listed {
+                continue;
+            }
+            page.total += 1;
+            let id = task.def.id();
+            if filter.after.as_deref().is_some_and(|after| id <= after) {
+                continue;
+            }
+            page.remaining += 1;
+            if first.len() < limit {
+                first.push((id, i));
+            } else if first.peek().is_some_and(|&(top, _)| id < top) {
+                first.pop();
+                first.push((id, i));
+            }
+        }
+        let mut first = first.into_vec();
+        first.sort_unstable();
+        page.tasks = first
+            .into_iter()
+            .filter_map(|(_, i)| self.task(i).ok())
             .map(|task| TaskSummary {
                 id: String::from(task.def.id()),
                 pool: self.pool_name(task.def.pool()),
@@ -104,7 +182,8 @@ impl Tasks {
                 failures: task.rt.slot.failures,
                 last_success: stamp::get(task.rt.last_success),
             })
-            .collect()
+            .collect();
+        page
     }
 
     /// Every task's state and, once it succeeded, its id and last success,
