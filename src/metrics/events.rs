@@ -38,14 +38,18 @@ pub struct OutputOversize<'a> {
 }
 
 impl OutputOversize<'_> {
-    /// Logs an error and counts it.
+    /// Logs an error (a burst per topic and window: [`super::throttle`])
+    /// and counts it.
     pub fn emit(&self) {
-        tracing::error!(
-            topic = self.topic,
-            size = self.size,
-            limit = self.limit,
-            "an output is larger than the producer accepts; sent to the dead-letter topic instead"
-        );
+        if let Some(held_back) = throttle::admit(&throttle::OVERSIZE_LINES, self.topic) {
+            tracing::error!(
+                topic = self.topic,
+                size = self.size,
+                limit = self.limit,
+                held_back,
+                "an output is larger than the producer accepts; sent to the dead-letter topic instead"
+            );
+        }
         counter!(OUTPUTS_OVERSIZE, "topic" => self.topic.to_string()).increment(1);
     }
 }
@@ -66,18 +70,22 @@ pub struct DeadLetter<'a> {
 }
 
 impl DeadLetter<'_> {
-    /// Logs a warning and counts it (and a cut one). Emitted when the dead
-    /// letter is committed, so a record is counted once however often its
-    /// batch is redone.
+    /// Logs a warning (a burst per topic and window: [`super::throttle`])
+    /// and counts it (and a cut one). Emitted when the dead letter is
+    /// committed, so a record is counted once however often its batch is
+    /// redone.
     pub fn emit(&self) {
-        tracing::warn!(
-            topic = self.topic,
-            partition = self.partition,
-            offset = self.offset,
-            reason = self.reason,
-            truncated = self.truncated,
-            "dead letter"
-        );
+        if let Some(held_back) = throttle::admit(&throttle::DEAD_LETTER_LINES, self.topic) {
+            tracing::warn!(
+                topic = self.topic,
+                partition = self.partition,
+                offset = self.offset,
+                reason = self.reason,
+                truncated = self.truncated,
+                held_back,
+                "dead letter"
+            );
+        }
         counter!(DEAD_LETTERS, "topic" => self.topic.to_string()).increment(1);
         if self.truncated {
             counter!(DEAD_LETTERS_TRUNCATED).increment(1);

@@ -13,7 +13,8 @@
 //! of which logs and counts in one call. This file holds the names, their
 //! descriptions and the recorder; `record` the recording helpers, `events`
 //! the notable events, `task_ages` the per-task ages `/metrics` renders
-//! itself (all re-exported here).
+//! itself (all re-exported here), `throttle` the rate of lines logged per
+//! record.
 
 use std::collections::HashSet;
 use std::fmt::Display;
@@ -484,7 +485,9 @@ mod record;
 mod task_ages;
 #[cfg(test)]
 mod tests;
+mod throttle;
 
 pub use events::*;
 pub use record::*;
 pub use task_ages::*;
+pub use throttle::flush_held_lines;

@@ -204,6 +204,7 @@ impl Runtime {
             return;
         }
         self.metrics_at = Instant::now();
+        metrics::flush_held_lines();
         let mut stages = Vec::with_capacity(self.shards.len());
         let mut jobs = Vec::with_capacity(self.shards.len());
         let mut active = Vec::with_capacity(self.shards.len());
