@@ -1,6 +1,8 @@
 //! Notable events of the I/O side: each one struct whose `emit()` logs
 //! and counts in one call.
 
+use rdkafka::error::KafkaError;
+
 use super::*;
 
 /// Readiness changed (see [`crate::runtime::health::Readiness`]).
@@ -51,6 +53,66 @@ impl OutputOversize<'_> {
             );
         }
         counter!(OUTPUTS_OVERSIZE, "topic" => self.topic.to_string()).increment(1);
+    }
+}
+
+/// A record the brokers did not take (its transaction aborts, or the
+/// at-least-once batch is redone).
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryFailed<'a> {
+    /// Its topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// Why.
+    pub error: &'a KafkaError,
+}
+
+impl DeliveryFailed<'_> {
+    /// Logs a warning, a burst per topic and window ([`super::throttle`]):
+    /// a broker outage fails every record of a batch at once.
+    pub fn emit(&self) {
+        if let Some(held_back) = throttle::admit(&throttle::DELIVERY_LINES, self.topic) {
+            tracing::warn!(
+                topic = self.topic,
+                partition = self.partition,
+                error = %self.error,
+                held_back,
+                "delivery failed"
+            );
+        }
+    }
+}
+
+/// A changelog record this version cannot read, skipped by a restore: the
+/// rest of the shard is still worth serving.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangelogRecordSkipped<'a> {
+    /// The changelog topic.
+    pub topic: &'a str,
+    /// Its partition.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// Why it could not be read.
+    pub error: &'a dyn std::error::Error,
+}
+
+impl ChangelogRecordSkipped<'_> {
+    /// Logs an error, a burst per topic and window ([`super::throttle`]):
+    /// a changelog written by an incompatible version is unreadable
+    /// record after record.
+    pub fn emit(&self) {
+        if let Some(held_back) = throttle::admit(&throttle::SKIPPED_LINES, self.topic) {
+            tracing::error!(
+                topic = self.topic,
+                partition = self.partition,
+                offset = self.offset,
+                error = %self.error,
+                held_back,
+                "skipping an unreadable changelog record"
+            );
+        }
     }
 }
 

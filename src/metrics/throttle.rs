@@ -1,4 +1,5 @@
-//! Lines logged per record — a dead letter, an oversized output — let
+//! Lines logged per record — a dead letter, an oversized output, a failed
+//! delivery, an unreadable changelog record — let
 //! through [`BURST`] per topic and [`WINDOW`], then held back and counted.
 //! A flood of bad records (a producer writing garbage at full rate) wrote a
 //! line per record: gigabytes of logs for a log shipper to carry, and the
@@ -79,6 +80,14 @@ impl Throttle {
 pub(super) static DEAD_LETTER_LINES: Mutex<Throttle> = Mutex::new(Throttle {
     windows: Vec::new(),
 });
+/// Failed-delivery lines.
+pub(super) static DELIVERY_LINES: Mutex<Throttle> = Mutex::new(Throttle {
+    windows: Vec::new(),
+});
+/// Lines of changelog records a restore skipped.
+pub(super) static SKIPPED_LINES: Mutex<Throttle> = Mutex::new(Throttle {
+    windows: Vec::new(),
+});
 /// Oversized-output lines.
 pub(super) static OVERSIZE_LINES: Mutex<Throttle> = Mutex::new(Throttle {
     windows: Vec::new(),
@@ -97,27 +106,25 @@ pub(super) fn admit(lines: &Mutex<Throttle>, topic: &str) -> Option<u64> {
 /// every few seconds).
 pub fn flush_held_lines() {
     let now = Instant::now();
-    let take = |lines: &Mutex<Throttle>| {
-        lines
+    // What each kind's summary says, and whether it is an error.
+    let kinds: [(&Mutex<Throttle>, &str, bool); 4] = [
+        (&DEAD_LETTER_LINES, "dead letters", false),
+        (&DELIVERY_LINES, "failed deliveries", false),
+        (&SKIPPED_LINES, "unreadable changelog records skipped", true),
+        (&OVERSIZE_LINES, "oversized outputs", true),
+    ];
+    for (lines, what, error) in kinds {
+        let held = lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .expired(now)
-    };
-    for (topic, held) in take(&DEAD_LETTER_LINES) {
-        tracing::warn!(
-            topic,
-            held_back = held,
-            counted_in = super::DEAD_LETTERS,
-            "dead letters not logged one by one"
-        );
-    }
-    for (topic, held) in take(&OVERSIZE_LINES) {
-        tracing::error!(
-            topic,
-            held_back = held,
-            counted_in = super::OUTPUTS_OVERSIZE,
-            "oversized outputs not logged one by one"
-        );
+            .expired(now);
+        for (topic, held_back) in held {
+            if error {
+                tracing::error!(topic, held_back, "{what} not logged one by one");
+            } else {
+                tracing::warn!(topic, held_back, "{what} not logged one by one");
+            }
+        }
     }
 }
 

@@ -145,7 +145,12 @@ impl ProducerContext for DeliveryContext {
                 // record was one line per record of the batch.
                 tracing::debug!(topic = message.topic(), partition = message.partition(), error = %e, "record purged with its aborted transaction");
             } else {
-                tracing::warn!(topic = message.topic(), partition = message.partition(), error = %e, "delivery failed");
+                crate::metrics::DeliveryFailed {
+                    topic: message.topic(),
+                    partition: message.partition(),
+                    error: e,
+                }
+                .emit();
             }
         }
     }

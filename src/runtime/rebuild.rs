@@ -150,10 +150,14 @@ impl Unapplied {
     /// Takes every record into `shard`, in the order read.
     pub(super) fn apply(&mut self, shard: &mut Rebuild, topic: &str, partition: i32) {
         for (offset, key, value) in self.iter() {
-            // A record this version cannot read is skipped, loudly: the
-            // rest of the shard is still worth serving.
             if let Err(e) = shard.take(key, value) {
-                tracing::error!(topic, partition, offset, error = %e, "skipping an unreadable changelog record");
+                crate::metrics::ChangelogRecordSkipped {
+                    topic,
+                    partition,
+                    offset,
+                    error: &e,
+                }
+                .emit();
             }
         }
         self.clear();

@@ -309,10 +309,14 @@ impl Runtime {
                     Some(mark) => mark.map(drop),
                     None => codec::decode_changelog(key, m.payload()).map(|r| records.push(r)),
                 };
-                // A record this version cannot read is skipped, loudly: the
-                // rest of the shard is still worth serving.
                 if let Err(e) = decoded {
-                    tracing::error!(topic, partition = p, offset = m.offset(), error = %e, "skipping an unreadable changelog record");
+                    crate::metrics::ChangelogRecordSkipped {
+                        topic: &topic,
+                        partition: p,
+                        offset: m.offset(),
+                        error: &e,
+                    }
+                    .emit();
                 }
                 Ok(())
             },
