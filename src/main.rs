@@ -10,7 +10,7 @@ mod dev;
 /// Records are many small, short-lived buffers (decoded inputs, actions,
 /// encoded outputs): glibc's malloc spent a fifth of the runtime thread on
 /// them; mimalloc a fraction of that. Built without transparent huge
-/// pages (Cargo.toml says why).
+/// pages, and overriding `malloc` for librdkafka too (Cargo.toml says why).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
