@@ -27,12 +27,19 @@ struct Window {
 
 /// The windows of one kind of line, by topic (topics are few: configured
 /// input and output topics).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Throttle {
     windows: Vec<Window>,
 }
 
 impl Throttle {
+    /// No window yet (a `static`'s initial value).
+    pub(super) const fn new() -> Throttle {
+        Throttle {
+            windows: Vec::new(),
+        }
+    }
+
     /// Whether a line about `topic` is logged at `now`: `Some(held)` with
     /// the lines held back since the last one let through, `None` when
     /// this one is held back (and counted).
@@ -77,21 +84,13 @@ impl Throttle {
 }
 
 /// Dead-letter lines.
-pub(super) static DEAD_LETTER_LINES: Mutex<Throttle> = Mutex::new(Throttle {
-    windows: Vec::new(),
-});
+pub(super) static DEAD_LETTER_LINES: Mutex<Throttle> = Mutex::new(Throttle::new());
 /// Failed-delivery lines.
-pub(super) static DELIVERY_LINES: Mutex<Throttle> = Mutex::new(Throttle {
-    windows: Vec::new(),
-});
+pub(super) static DELIVERY_LINES: Mutex<Throttle> = Mutex::new(Throttle::new());
 /// Lines of changelog records a restore skipped.
-pub(super) static SKIPPED_LINES: Mutex<Throttle> = Mutex::new(Throttle {
-    windows: Vec::new(),
-});
+pub(super) static SKIPPED_LINES: Mutex<Throttle> = Mutex::new(Throttle::new());
 /// Oversized-output lines.
-pub(super) static OVERSIZE_LINES: Mutex<Throttle> = Mutex::new(Throttle {
-    windows: Vec::new(),
-});
+pub(super) static OVERSIZE_LINES: Mutex<Throttle> = Mutex::new(Throttle::new());
 
 /// Whether a line of `lines` about `topic` is logged now (see
 /// [`Throttle::admit`]).
@@ -134,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_burst_per_topic_and_window_then_a_count() {
-        let mut t = Throttle::default();
+        let mut t = Throttle::new();
         let at = Instant::now();
         for _ in 0..BURST {
             assert_eq!(t.admit("a", at), Some(0));
@@ -154,7 +153,7 @@ mod tests {
 
     #[test]
     fn an_ended_window_reports_what_it_held() {
-        let mut t = Throttle::default();
+        let mut t = Throttle::new();
         let at = Instant::now();
         for _ in 0..BURST + 3 {
             t.admit("a", at);
