@@ -24,6 +24,9 @@ pub struct TaskList {
     by_id: NameIndex,
     /// The distinct zones of the tasks, which each task names by index.
     zones: Vec<TimeZone>,
+    /// Tasks per pool index: a shard sizes its task list from the pools it
+    /// owns before the one pass that fills it.
+    per_pool: Vec<u32>,
 }
 
 /// The zone of a task in a list built without zones.
@@ -80,6 +83,13 @@ impl TaskList {
         self.ids.push_str(id);
         self.ends
             .push(u32::try_from(self.ids.len()).unwrap_or(u32::MAX));
+        let pool = def.pool();
+        if self.per_pool.len() <= pool {
+            self.per_pool.resize(pool + 1, 0);
+        }
+        if let Some(n) = self.per_pool.get_mut(pool) {
+            *n = n.saturating_add(1);
+        }
         self.defs.push(def);
         let (ids, ends) = (&self.ids, &self.ends);
         self.by_id.insert(id, i, |p| id_in(ids, ends, p as usize));
@@ -154,6 +164,11 @@ impl TaskList {
     /// The tasks, in file order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = TaskRef<'_>> + '_ {
         (0..self.defs.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Number of tasks in the pool of index `pool`.
+    pub fn in_pool(&self, pool: usize) -> usize {
+        self.per_pool.get(pool).map_or(0, |&n| n as usize)
     }
 
     /// Number of tasks.

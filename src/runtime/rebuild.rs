@@ -265,8 +265,10 @@ impl Builder {
         }
     }
 
-    /// The shard with every record handed over taken, finished.
-    pub(super) fn finish(mut self) -> Result<Finished, engine::Error> {
+    /// Hands over what is left and lets the shard finish on its thread:
+    /// the reader goes on reading the other shards meanwhile (waiting for
+    /// one shard's thread held every other shard's restore up behind it).
+    pub(super) fn close(mut self) -> Closing {
         self.hand_over();
         let partition = self.partition;
         match self.at {
@@ -275,13 +277,41 @@ impl Builder {
             } => {
                 // Closing the channel ends the thread once it took the rest.
                 drop(batches);
-                thread.join().unwrap_or_else(|_| {
-                    Err(engine::Error::Invariant(format!(
-                        "the thread rebuilding shard {partition} failed"
-                    )))
-                })
+                Closing::Thread(thread)
             }
-            Place::Here(shard, router) => (*shard)?.finish(&router, partition),
+            Place::Here(shard, router) => Closing::Done(Box::new(
+                (*shard).and_then(|shard| shard.finish(&router, partition)),
+            )),
+        }
+    }
+}
+
+/// A shard given every record, finishing.
+pub(super) enum Closing {
+    /// On its thread.
+    Thread(JoinHandle<Result<Finished, engine::Error>>),
+    /// Finished on the reader's thread.
+    Done(Box<Result<Finished, engine::Error>>),
+}
+
+impl Closing {
+    /// Whether [`Closing::wait`] returns at once.
+    pub(super) fn is_done(&self) -> bool {
+        match self {
+            Closing::Thread(thread) => thread.is_finished(),
+            Closing::Done(_) => true,
+        }
+    }
+
+    /// The finished shard `partition`.
+    pub(super) fn wait(self, partition: i32) -> Result<Finished, engine::Error> {
+        match self {
+            Closing::Thread(thread) => thread.join().unwrap_or_else(|_| {
+                Err(engine::Error::Invariant(format!(
+                    "the thread rebuilding shard {partition} failed"
+                )))
+            }),
+            Closing::Done(finished) => *finished,
         }
     }
 }
@@ -369,7 +399,7 @@ mod tests {
                 }
             }
             let (here, _) = here.finish(&router, p).unwrap();
-            let (there, _) = there.finish().unwrap();
+            let (there, _) = there.close().wait(p).unwrap();
             assert_eq!(there.engine().snapshot(), here.engine().snapshot());
             assert_eq!(
                 here.engine().snapshot().len(),

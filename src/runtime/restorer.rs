@@ -39,7 +39,7 @@ use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::backoff::Backoff;
-use super::rebuild::{Builder, Rebuild};
+use super::rebuild::{Builder, Closing, Rebuild};
 use crate::config::Config;
 use crate::engine;
 use crate::kafka::{Clients, Error, ReaderContext};
@@ -52,6 +52,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const BUSY_POLL: Duration = Duration::from_millis(5);
 /// How long it waits when it only tails standbys.
 const IDLE_POLL: Duration = Duration::from_millis(100);
+/// How long it waits for a shard finishing on its thread, with nothing
+/// else to do.
+const FINISH_POLL: Duration = Duration::from_millis(1);
 
 /// What the runtime asks.
 #[derive(Debug)]
@@ -140,6 +143,7 @@ impl Restorer {
             standbys: BTreeSet::new(),
             assigned: BTreeSet::new(),
             waiting: Vec::new(),
+            finishing: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("reactor-restore".into())
@@ -225,6 +229,16 @@ struct Reader {
     /// Restores asked but not begun (their offsets could not be fetched
     /// yet): a standby among them is kept, not dropped with the standby set.
     waiting: Vec<(i32, Option<i64>)>,
+    /// Restores read to their end whose shards finish on their threads.
+    finishing: Vec<Finishing>,
+}
+
+/// A restore read to its end, its shard finishing on its thread.
+struct Finishing {
+    partition: i32,
+    shard: Closing,
+    pending: Pending,
+    records: u64,
 }
 
 impl Reader {
@@ -232,9 +246,10 @@ impl Reader {
         let mut backoff = Backoff::default();
         let mut retry_at = Instant::now();
         loop {
-            let busy = self.parts.values().any(|p| p.restore.is_some());
-            let wait = if busy {
+            let wait = if self.restoring() {
                 Duration::ZERO
+            } else if !self.finishing.is_empty() {
+                FINISH_POLL
             } else if !self.waiting.is_empty() {
                 retry_at.saturating_duration_since(Instant::now())
             } else if self.parts.is_empty() {
@@ -277,15 +292,20 @@ impl Reader {
                     }
                 }
             }
-            if self.assigned.is_empty() {
-                continue;
+            if !self.assigned.is_empty() {
+                self.read();
+                self.finish_done();
             }
-            self.read();
-            if let Err(e) = self.finish_done() {
+            if let Err(e) = self.hand_finished() {
                 let _ = self.outbox.send(Reply::Failed(e));
                 return;
             }
         }
+    }
+
+    /// Whether a restore is being read.
+    fn restoring(&self) -> bool {
+        self.parts.values().any(|p| p.restore.is_some())
     }
 
     /// The co-partitioned input topics (shard partition `p` of each).
@@ -396,6 +416,8 @@ impl Reader {
     }
 
     fn cancel(&mut self, p: i32) {
+        // A shard still finishing is let go: its thread ends on its own.
+        self.finishing.retain(|f| f.partition != p);
         let standby = self.standbys.contains(&p);
         if let Some(part) = self.parts.get_mut(&p) {
             part.restore = None;
@@ -473,7 +495,7 @@ impl Reader {
 
     /// Polls what is there (a batch at most).
     fn poll_batch(&mut self) {
-        let busy = self.parts.values().any(|p| p.restore.is_some());
+        let busy = self.restoring() || !self.finishing.is_empty();
         let mut wait = if busy { BUSY_POLL } else { IDLE_POLL };
         for _ in 0..10_000 {
             match self.consumer.poll(wait) {
@@ -500,8 +522,10 @@ impl Reader {
         }
     }
 
-    /// Hands over every restore that reached its end.
-    fn finish_done(&mut self) -> Result<(), Error> {
+    /// Closes every restore that reached its end: a kept shard found
+    /// unchanged is answered at once, a rebuilt one once its thread has
+    /// finished it ([`Reader::hand_finished`]).
+    fn finish_done(&mut self) {
         let done: Vec<i32> = self
             .parts
             .iter()
@@ -526,23 +550,57 @@ impl Reader {
             let Some(pending) = part.restore else {
                 continue;
             };
-            let records = part.records;
-            let state = if pending.known.is_some() {
-                State::Unchanged
-            } else {
-                let finished = match part.shard {
-                    Some(shard) => shard.finish(),
-                    None => rebuild(&self.config, &self.router, p)?.finish(&self.router, p),
-                };
-                let (driver, marks) = finished.map_err(|e| shard_error(&self.config, p, &e))?;
-                State::Rebuilt(Box::new(driver), marks)
+            let shard = match (pending.known, part.shard) {
+                (Some(_), _) => None,
+                (None, Some(shard)) => Some(shard.close()),
+                // Nothing was read for it (not expected: a shard read from
+                // its beginning has a builder).
+                (None, None) => Some(Closing::Done(Box::new(
+                    Rebuild::new(&self.config, &self.router, p)
+                        .and_then(|shard| shard.finish(&self.router, p)),
+                ))),
             };
+            match shard {
+                Some(shard) => self.finishing.push(Finishing {
+                    partition: p,
+                    shard,
+                    pending,
+                    records: part.records,
+                }),
+                None => {
+                    let _ = self.outbox.send(Reply::Restored(Restored {
+                        partition: p,
+                        state: State::Unchanged,
+                        offsets: pending.offsets,
+                        records: part.records,
+                        seconds: pending.asked.elapsed().as_secs_f64(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Answers every restore whose shard has finished.
+    fn hand_finished(&mut self) -> Result<(), Error> {
+        if !self.finishing.iter().any(|f| f.shard.is_done()) {
+            return Ok(());
+        }
+        let (done, finishing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.finishing)
+            .into_iter()
+            .partition(|f| f.shard.is_done());
+        self.finishing = finishing;
+        for f in done {
+            let p = f.partition;
+            let (driver, marks) = f
+                .shard
+                .wait(p)
+                .map_err(|e| shard_error(&self.config, p, &e))?;
             let restored = Restored {
                 partition: p,
-                state,
-                offsets: pending.offsets,
-                records,
-                seconds: pending.asked.elapsed().as_secs_f64(),
+                state: State::Rebuilt(Box::new(driver), marks),
+                offsets: f.pending.offsets,
+                records: f.records,
+                seconds: f.pending.asked.elapsed().as_secs_f64(),
             };
             if self.outbox.send(Reply::Restored(restored)).is_err() {
                 return Ok(());
@@ -601,12 +659,6 @@ fn take(
     if let Some(shard) = &mut part.shard {
         shard.push(m.offset(), m.key().unwrap_or_default(), m.payload());
     }
-}
-
-/// A rebuild of shard `partition`; its only failure is a router of another
-/// configuration, a bug.
-fn rebuild(config: &Config, router: &Router, partition: i32) -> Result<Rebuild, Error> {
-    Rebuild::new(config, router, partition).map_err(|e| shard_error(config, partition, &e))
 }
 
 /// Shard `partition` could not be rebuilt from its changelog.

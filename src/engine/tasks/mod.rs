@@ -354,46 +354,35 @@ impl Tasks {
             .collect();
         // Asked once a pool, not once a task.
         let owned_pools: Vec<bool> = pools.iter().map(|p| owns(&p.name)).collect();
-        // The shard's tasks by their index in the configuration, found in one
-        // pass over every configured task: the passes below read only these
-        // (a shard holds a fraction of a configuration of millions). Sized
-        // once: a vector grown by doubling leaves up to half its room unused.
-        let mine: Vec<u32> = (0u32..)
-            .zip(config.tasks.iter())
-            .filter(|(_, t)| owned_pools.get(t.pool()).copied() == Some(true))
-            .map(|(def, _)| def)
-            .collect();
-        let own = || {
-            mine.iter()
-                .filter_map(|&def| Some((def, config.tasks.get(def as usize)?)))
-        };
-        let mut tasks = Vec::with_capacity(mine.len());
-        // Every parameter the shard's tasks name, in the table at once: its
-        // local ids follow the global ones (see `CtlTable`). Named as the
-        // triggers hold them, with repeats (the table drops those): no list
-        // per task.
-        let mut named = Vec::with_capacity(mine.len());
-        for (_, t) in own() {
-            t.def.trigger.for_each_param(&mut |&p| named.push(p));
-            named.extend(&t.def.extra().produces);
-        }
-        let mut table = CtlTable::with_globals(Arc::clone(&config.params), named);
-        // Most tasks name one parameter: room for that at once.
-        let mut index = Vec::with_capacity(mine.len());
-        let mut producers = Vec::new();
+        // The shard's tasks, found and taken in one pass over every
+        // configured task, each definition read once (at a million tasks
+        // every read of one is a cache miss): each parameter a trigger
+        // reads, once per task, and each it produces, by the configuration's
+        // id until the table is built from them all (its local ids follow
+        // the global ones, see `CtlTable`). Sized once from the owned pools'
+        // counts: a vector grown by doubling leaves up to half its room
+        // unused. Most tasks name one parameter: room for that at once.
+        let owned = (0..pools.len())
+            .filter(|&p| owned_pools.get(p).copied() == Some(true))
+            .map(|p| config.tasks.in_pool(p))
+            .sum();
+        let mut tasks = Vec::with_capacity(owned);
+        let mut index: Vec<(ParamId, u32)> = Vec::with_capacity(owned);
+        let mut producers: Vec<(ParamId, u32)> = Vec::new();
         let mut used = vec![false; pools.len()];
-        for (def, t) in own() {
+        for (def, t) in (0u32..).zip(config.tasks.iter()) {
+            if owned_pools.get(t.pool()).copied() != Some(true) {
+                continue;
+            }
             if let Some(u) = used.get_mut(t.pool()) {
                 *u = true;
             }
             // A shard holds far fewer than 2^32 tasks: the configuration
             // would not fit in memory first.
             let i = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
-            // Each parameter once per task, as `Trigger::params` lists
-            // them, without a list per task.
             let first = index.len();
             t.trigger.for_each_param(&mut |&global| {
-                let entry = (table.intern_global(global), i);
+                let entry = (global, i);
                 if !index
                     .get(first..)
                     .is_some_and(|listed| listed.contains(&entry))
@@ -401,18 +390,18 @@ impl Tasks {
                     index.push(entry);
                 }
             });
-            producers.extend(
-                t.extra()
-                    .produces
-                    .iter()
-                    .map(|&global| (table.intern_global(global), i)),
-            );
+            producers.extend(t.extra().produces.iter().map(|&global| (global, i)));
             tasks.push(Entry {
                 def,
                 dirty: false,
                 fresh: false,
                 rt: TaskRt::default(),
             });
+        }
+        let named = index.iter().chain(&producers).map(|&(global, _)| global);
+        let mut table = CtlTable::with_globals(Arc::clone(&config.params), named);
+        for (id, _) in index.iter_mut().chain(producers.iter_mut()) {
+            *id = table.intern_global(*id);
         }
         table.shrink_to_fit();
         let mut pools = pools;
@@ -816,23 +805,31 @@ impl Tasks {
                 ..
             } = self;
             let e = tasks.get(i as usize).ok_or_else(|| no_task(i))?;
-            let (def, rt) = (def_of(defs, e)?, &e.rt);
-            let pool = pools
-                .get_mut(def.pool())
-                .ok_or_else(|| bug(format!("no pool #{}", def.pool())))?;
-            match rt.slot.phase {
-                TaskState::Running => pool.running += 1,
-                TaskState::Queued => pool.queue.push(
-                    rt.rare().source.is_some(),
-                    def.priority(),
-                    stamp::get(rt.queued_at()).unwrap_or(Timestamp::MIN),
-                    i,
-                ),
-                _ => {}
-            }
-            if let Some(hold) = rt.rare().hold {
-                pool.holds.push(i);
-                timers.arm(hold.until, (TimerKind::Hold, i));
+            let rt = &e.rt;
+            let (phase, hold) = (rt.slot.phase, rt.rare().hold);
+            // Most of a shard is idle with nothing held: its definition
+            // (read for the pool) is not touched, where reading it took a
+            // cache miss per task — most of an empty shard's start at a
+            // million tasks.
+            if matches!(phase, TaskState::Running | TaskState::Queued) || hold.is_some() {
+                let def = def_of(defs, e)?;
+                let pool = pools
+                    .get_mut(def.pool())
+                    .ok_or_else(|| bug(format!("no pool #{}", def.pool())))?;
+                match phase {
+                    TaskState::Running => pool.running += 1,
+                    TaskState::Queued => pool.queue.push(
+                        rt.rare().source.is_some(),
+                        def.priority(),
+                        stamp::get(rt.queued_at()).unwrap_or(Timestamp::MIN),
+                        i,
+                    ),
+                    _ => {}
+                }
+                if let Some(hold) = hold {
+                    pool.holds.push(i);
+                    timers.arm(hold.until, (TimerKind::Hold, i));
+                }
             }
             rt.slot.rearm(&mut TaskAlarms { timers, task: i });
             if let Some(at) = rt.rare().sla_due {
