@@ -105,23 +105,40 @@ pub(super) fn admit(lines: &Mutex<Throttle>, topic: &str) -> Option<u64> {
 /// every few seconds).
 pub fn flush_held_lines() {
     let now = Instant::now();
-    // What each kind's summary says, and whether it is an error.
-    let kinds: [(&Mutex<Throttle>, &str, bool); 4] = [
-        (&DEAD_LETTER_LINES, "dead letters", false),
-        (&DELIVERY_LINES, "failed deliveries", false),
-        (&SKIPPED_LINES, "unreadable changelog records skipped", true),
-        (&OVERSIZE_LINES, "oversized outputs", true),
+    // What each kind's summary says, the counter that counts every one
+    // (where there is one), and whether it is an error.
+    let kinds: [(&Mutex<Throttle>, &str, Option<&str>, bool); 4] = [
+        (
+            &DEAD_LETTER_LINES,
+            "dead letters",
+            Some(super::DEAD_LETTERS),
+            false,
+        ),
+        (&DELIVERY_LINES, "failed deliveries", None, false),
+        (
+            &SKIPPED_LINES,
+            "unreadable changelog records skipped",
+            None,
+            true,
+        ),
+        (
+            &OVERSIZE_LINES,
+            "oversized outputs",
+            Some(super::OUTPUTS_OVERSIZE),
+            true,
+        ),
     ];
-    for (lines, what, error) in kinds {
+    for (lines, what, counted_in, error) in kinds {
         let held = lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .expired(now);
         for (topic, held_back) in held {
+            // A field left out when `None`.
             if error {
-                tracing::error!(topic, held_back, "{what} not logged one by one");
+                tracing::error!(topic, held_back, counted_in, "{what} not logged one by one");
             } else {
-                tracing::warn!(topic, held_back, "{what} not logged one by one");
+                tracing::warn!(topic, held_back, counted_in, "{what} not logged one by one");
             }
         }
     }
