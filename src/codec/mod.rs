@@ -27,6 +27,7 @@ mod json;
 pub mod limits;
 mod mark;
 mod offer;
+mod offer_record;
 mod plain;
 mod process;
 mod put;
@@ -35,15 +36,16 @@ mod result;
 mod run;
 mod structs;
 mod task_plain;
+mod task_record;
 mod time;
 pub mod trace;
 pub mod validate;
 mod wire;
 
 #[cfg(test)]
-pub(crate) use changelog::offer_bytes_as_prost;
+pub(crate) use offer_record::offer_bytes_as_prost;
 #[cfg(test)]
-pub(crate) use changelog::offer_written_as_prost as offer_record_written_as_prost;
+pub(crate) use offer_record::offer_written_as_prost as offer_record_written_as_prost;
 #[cfg(test)]
 pub(crate) use process::written_as_prost as key_record_written_as_prost;
 
@@ -51,9 +53,8 @@ pub(crate) use process::written_as_prost as key_record_written_as_prost;
 mod tests;
 
 pub use changelog::{
-    changelog_key, decode_changelog, decode_offer_record, decode_task_record, encode_changelog,
-    encode_offer_fields, encode_task_fields, encode_value_into, put_changelog_key,
-    read_changelog_key, read_task_record, OfferFields, TaskFields, TaskValues,
+    changelog_key, decode_changelog, encode_changelog, encode_value_into, put_changelog_key,
+    read_changelog_key,
 };
 pub use command::{decode_command, encode_command};
 pub use ctl::{
@@ -68,12 +69,16 @@ pub use offer::{
     decode_offer_change, decode_offer_state, encode_offer_change, encode_offer_state,
     encode_offer_state_into,
 };
+pub use offer_record::{decode_offer_record, encode_offer_fields, OfferFields};
 pub use record::decode_event_record;
 pub use result::{decode_run_result, encode_run_result};
 pub use run::{
     decode_run_command, decode_stage_run_command, decode_step_run_command, encode_run_command,
     encode_run_command_into, encode_stage_run_command, encode_stage_run_command_into,
     encode_step_run_command, encode_step_run_command_into, KIND_STAGE, KIND_STEP, KIND_TASK,
+};
+pub use task_record::{
+    decode_task_record, encode_task_fields, read_task_record, TaskFields, TaskValues,
 };
 pub use time::{timestamp_from_proto, timestamp_to_proto, ParamKey};
 pub use wire::{is_json, Format};

@@ -5,9 +5,9 @@
 
 use jiff::Timestamp;
 
-use super::changelog::{state_from_proto, TASK_LAST_SEEN, TASK_RUN, TASK_SNAPSHOT};
 use super::frame::unframe;
 use super::plain::{fields, once, text, timestamp, Wire};
+use super::task_record::{state_from_proto, TASK_LAST_SEEN, TASK_RUN, TASK_SNAPSHOT};
 use super::time::timestamp_from_proto;
 use super::wire::is_json;
 use crate::run::{Run, RunSlot, SlotParts};
