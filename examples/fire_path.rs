@@ -4,7 +4,9 @@
 //! on a noisy machine, counted over the changes alone:
 //! `valgrind --tool=callgrind --toggle-collect=fire_path::fire target/release/examples/fire_path 20000`
 //! then `callgrind_annotate --inclusive=yes` on its output; divide by the
-//! changes (the second argument, default all tasks).
+//! changes (the second argument, default all tasks). With `PROBE_BYTES=1`
+//! it also prints the bytes each change makes per topic (outside a
+//! profile: counting them is not the runtime's work).
 
 mod common;
 
@@ -45,13 +47,28 @@ fn main() {
     let now = t0 + SignedDuration::new(3_600, 456_789_123);
     let router = Router::new(&config, 4);
     let started = std::time::Instant::now();
-    let records = fire(&mut engine, &router, &inputs[..changes], &settings, now);
+    let (records, bytes) = fire(&mut engine, &router, &inputs[..changes], &settings, now);
     // Wall time too: the instruction count misses what cache misses cost
     // once the tasks outgrow the caches (the bench's millions).
     eprintln!(
         "{} ns per change over {changes} changes of {tasks} tasks",
         started.elapsed().as_nanos() / changes.max(1) as u128
     );
+    // Bytes (key and value) per record: what the brokers and librdkafka
+    // copy and checksum for each.
+    let input: usize = inputs[..changes].iter().map(Vec::len).sum();
+    let per = |n: usize| n as f64 / changes.max(1) as f64;
+    if !bytes.is_empty() {
+        eprintln!(
+            "bytes per change: input {:.0} (value), {}",
+            per(input),
+            bytes
+                .iter()
+                .map(|(topic, n)| format!("{topic} {:.0}", per(*n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     assert_eq!(
         records,
         2 * changes,
@@ -70,10 +87,13 @@ fn fire(
     inputs: &[Vec<u8>],
     settings: &KafkaSettings,
     now: Timestamp,
-) -> usize {
+) -> (usize, std::collections::BTreeMap<String, usize>) {
     let names = output::OutTopics::new(&settings.topics);
     let mut out = output::OutRecords::default();
     let mut records = 0;
+    let mut bytes = std::collections::BTreeMap::<String, usize>::new();
+    // Off by default: counting is not the runtime's work.
+    let count_bytes = std::env::var_os("PROBE_BYTES").is_some();
     let prefetch = std::env::var_os("PROBE_NO_PREFETCH").is_none();
     let (mut named, mut ids) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK));
     for chunk in inputs.chunks(CHUNK) {
@@ -98,8 +118,12 @@ fn fire(
             // As the shard driver does: the list goes back to the engine.
             engine.recycle(actions);
             records += out.len();
+            for r in out.iter().filter(|_| count_bytes) {
+                *bytes.entry(r.topic.to_string()).or_default() +=
+                    r.key.len() + r.payload.map_or(0, <[u8]>::len);
+            }
             out.clear();
         }
     }
-    records
+    (records, bytes)
 }
