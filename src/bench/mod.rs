@@ -37,6 +37,7 @@ mod fired;
 mod instance;
 mod jobs;
 pub mod memory;
+mod method;
 mod offers;
 mod plan;
 pub mod recovery;
