@@ -130,28 +130,12 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
              after that wait, even when records arrive meanwhile"
         )?;
     }
-    let mut windows = vec![
-        ("baseline, first", &r.baseline_first),
-        ("baseline", &r.baseline),
-    ];
-    if let Some(m) = &r.eos_on {
-        windows.push(("exactly-once on", m));
-    }
-    if let Some(m) = &r.eos_off {
-        windows.push(("exactly-once off", m));
-    }
     // Each system's steady window and CPU per record, in all and by thread.
     type Cpu<'a> = (&'a str, Duration, Option<f64>, &'a [(&'static str, f64)]);
-    let mut cpu: Vec<Cpu<'_>> = windows
-        .iter()
-        .map(|(name, m)| {
-            (
-                *name,
-                m.window,
-                m.cpu_per_record,
-                m.cpu_by_thread.as_slice(),
-            )
-        })
+    let mut cpu: Vec<Cpu<'_>> = r
+        .systems()
+        .into_iter()
+        .map(|(_, name, m)| (name, m.window, m.cpu_per_record, m.cpu_by_thread.as_slice()))
         .collect();
     if let Some(o) = &r.offers {
         cpu.push(("offers", o.window, o.cpu_per_record, &o.cpu_by_thread));
@@ -194,15 +178,16 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             by_thread.join("; ")
         )?;
     }
-    let mut short: Vec<(&str, Duration, &str)> = windows
-        .iter()
-        .map(|(name, m)| {
+    let mut short: Vec<(&str, Duration, &str)> = r
+        .systems()
+        .into_iter()
+        .map(|(_, name, m)| {
             let flag = if name.starts_with("baseline") {
                 "--baseline-changes"
             } else {
                 "--changes"
             };
-            (*name, m.window, flag)
+            (name, m.window, flag)
         })
         .collect();
     if let Some(o) = &r.offers {

@@ -192,6 +192,31 @@ pub(super) fn ratio(a: f64, b: f64) -> Option<f64> {
 }
 
 impl Report {
+    /// The tasks workload's systems that ran, in the report's order: each
+    /// with its name in the table, its name in the notes, and what it
+    /// measured.
+    pub(super) fn systems(&self) -> Vec<(&'static str, &'static str, &Measurement)> {
+        let mut systems = vec![
+            (
+                "baseline, measured first",
+                "baseline, first",
+                &self.baseline_first,
+            ),
+            (
+                "baseline: rdkafka consume→produce",
+                "baseline",
+                &self.baseline,
+            ),
+        ];
+        if let Some(m) = &self.eos_on {
+            systems.push(("Reactor, exactly-once on", "exactly-once on", m));
+        }
+        if let Some(m) = &self.eos_off {
+            systems.push(("Reactor, exactly-once off", "exactly-once off", m));
+        }
+        systems
+    }
+
     /// The loop's throughput: the mean of its two measurements.
     pub fn loop_throughput(&self) -> f64 {
         (self.baseline_first.throughput + self.baseline.throughput) / 2.0
@@ -449,17 +474,7 @@ impl fmt::Display for Report {
                 seconds(setup),
             )
         };
-        let mut rows = vec![
-            ("baseline, measured first", &self.baseline_first),
-            ("baseline: rdkafka consume→produce", &self.baseline),
-        ];
-        if let Some(m) = &self.eos_on {
-            rows.push(("Reactor, exactly-once on", m));
-        }
-        if let Some(m) = &self.eos_off {
-            rows.push(("Reactor, exactly-once off", m));
-        }
-        for (name, m) in &rows {
+        for (name, _, m) in self.systems() {
             summary_row(f, name, m.throughput, m.latency.as_ref(), m.setup)?;
         }
         if let Some(o) = &self.offers {
@@ -480,7 +495,7 @@ impl fmt::Display for Report {
                 j.setup,
             )?;
         }
-        for (name, m) in &rows[1..] {
+        for (name, _, m) in self.systems().into_iter().skip(1) {
             if let Some(d) = &m.dispatch {
                 writeln!(
                     f,
