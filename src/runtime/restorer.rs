@@ -216,6 +216,20 @@ struct Pending {
     end: i64,
 }
 
+impl Pending {
+    /// The answer to this restore of shard `partition`, ending in `state`
+    /// after `records` changelog records.
+    fn answer(self, partition: i32, state: State, records: u64) -> Restored {
+        Restored {
+            partition,
+            state,
+            offsets: self.offsets,
+            records,
+            seconds: self.asked.elapsed().as_secs_f64(),
+        }
+    }
+}
+
 struct Reader {
     consumer: BaseConsumer<ReaderContext>,
     config: Arc<Config>,
@@ -568,13 +582,8 @@ impl Reader {
                     records: part.records,
                 }),
                 None => {
-                    let _ = self.outbox.send(Reply::Restored(Restored {
-                        partition: p,
-                        state: State::Unchanged,
-                        offsets: pending.offsets,
-                        records: part.records,
-                        seconds: pending.asked.elapsed().as_secs_f64(),
-                    }));
+                    let restored = pending.answer(p, State::Unchanged, part.records);
+                    let _ = self.outbox.send(Reply::Restored(restored));
                 }
             }
         }
@@ -595,13 +604,9 @@ impl Reader {
                 .shard
                 .wait(p)
                 .map_err(|e| shard_error(&self.config, p, &e))?;
-            let restored = Restored {
-                partition: p,
-                state: State::Rebuilt(Box::new(driver), marks),
-                offsets: f.pending.offsets,
-                records: f.records,
-                seconds: f.pending.asked.elapsed().as_secs_f64(),
-            };
+            let restored = f
+                .pending
+                .answer(p, State::Rebuilt(Box::new(driver), marks), f.records);
             if self.outbox.send(Reply::Restored(restored)).is_err() {
                 return Ok(());
             }

@@ -362,9 +362,11 @@ impl Tasks {
         // the global ones, see `CtlTable`). Sized once from the owned pools'
         // counts: a vector grown by doubling leaves up to half its room
         // unused. Most tasks name one parameter: room for that at once.
-        let owned = (0..pools.len())
-            .filter(|&p| owned_pools.get(p).copied() == Some(true))
-            .map(|p| config.tasks.in_pool(p))
+        let owned = owned_pools
+            .iter()
+            .enumerate()
+            .filter(|&(_, &owned)| owned)
+            .map(|(p, _)| config.tasks.in_pool(p))
             .sum();
         let mut tasks = Vec::with_capacity(owned);
         let mut index: Vec<(ParamId, u32)> = Vec::with_capacity(owned);
