@@ -3,6 +3,11 @@
 //! output topic with a producer configured as Reactor's; every commit
 //! interval it flushes the producer and then commits the consumed offsets
 //! (plain at-least-once, no transactions).
+//!
+//! Given Reactor's records ([`RecordShape`]), the same loop writes for each
+//! input what Reactor writes for it instead — a run command to the output
+//! topic and a changelog record to a second — and nothing else: Reactor's
+//! I/O without Reactor's work.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,22 +21,40 @@ use rdkafka::Message;
 
 use super::cluster::{Cluster, Inputs};
 use super::report::Measurement;
+use super::shape::RecordShape;
 use super::stats::Summary;
 use super::{burst_then_steady, index_in, join_within, prefix, Error, Phases, Plan, Readers};
 
-/// Measures the relay loop; `latency_rate` `None` derives the latency
-/// phase's rate from this run's throughput.
+/// Measures the relay loop, writing each input as it is or, given `shape`,
+/// as the records Reactor writes for it; `latency_rate` `None` derives the
+/// latency phase's rate from this run's throughput.
 pub(super) fn measure(
     cluster: &Cluster,
     plan: &Plan,
     inputs: &Arc<Inputs>,
     latency_rate: Option<f64>,
+    shape: Option<&RecordShape>,
 ) -> Result<Measurement, Error> {
     let setup_started = Instant::now();
-    let p = prefix("baseline");
+    let system = if shape.is_some() {
+        "baseline-records"
+    } else {
+        "baseline"
+    };
+    let p = prefix(system);
     let (input, output) = (format!("{p}.in"), format!("{p}.out"));
     let n = plan.partitions;
-    cluster.create_topics(&[(input.clone(), n, false), (output.clone(), n, false)])?;
+    let mut topics = vec![(input.clone(), n, false), (output.clone(), n, false)];
+    let shaped = shape.map(|shape| Shaped {
+        shape: shape.clone(),
+        changelog: format!("{p}.changelog"),
+        key: Vec::new(),
+    });
+    if let Some(s) = &shaped {
+        // Compacted, as Reactor's changelog is.
+        topics.push((s.changelog.clone(), n, true));
+    }
+    cluster.create_topics(&topics)?;
 
     let consumer: BaseConsumer = cluster
         .group_consumer(&format!("{p}-group"))
@@ -52,6 +75,7 @@ pub(super) fn measure(
         consumer,
         producer: relay_producer,
         output: output.clone(),
+        shaped,
         interval: plan.commit_interval,
         call_timeout: plan.timeout,
         stop: Arc::clone(&stop),
@@ -88,10 +112,12 @@ pub(super) fn measure(
     let reader = cluster.reader(&output)?;
     let setup = setup_started.elapsed();
     tracing::info!(
+        system,
         seconds = setup.as_secs_f64(),
         "baseline ready; throughput phase"
     );
 
+    // The input's key, or the task id Reactor's run command has for key.
     let index_of = |m: &rdkafka::message::BorrowedMessage<'_>| {
         let key = std::str::from_utf8(m.key().unwrap_or_default()).unwrap_or_default();
         let index = index_in(key).ok_or_else(|| format!("unexpected key {key:?}"))?;
@@ -99,7 +125,7 @@ pub(super) fn measure(
     };
     let run = || {
         burst_then_steady(
-            "baseline",
+            system,
             &producer,
             inputs,
             &input,
@@ -117,7 +143,7 @@ pub(super) fn measure(
         steady,
         ..
     } = measured?;
-    tracing::info!(records = relayed?, "baseline loop stopped");
+    tracing::info!(system, records = relayed?, "baseline loop stopped");
 
     // A relayed record is one record in and one out.
     let records = 2.0 * burst.window_outputs as f64;
@@ -143,15 +169,26 @@ struct Relay {
     /// would take 100 ms.
     producer: BaseProducer,
     output: String,
+    /// Reactor's records instead of the input's, if given.
+    shaped: Option<Shaped>,
     interval: Duration,
     call_timeout: Duration,
     stop: Arc<AtomicBool>,
     assigned: Arc<AtomicBool>,
 }
 
+/// What the loop writes Reactor's records with.
+struct Shaped {
+    shape: RecordShape,
+    /// The topic of the changelog records.
+    changelog: String,
+    /// A changelog key's buffer, reused.
+    key: Vec<u8>,
+}
+
 impl Relay {
     /// Relays until stopped; returns how many records it relayed.
-    fn run(self) -> Result<u64, Error> {
+    fn run(mut self) -> Result<u64, Error> {
         // Polls as Reactor's runtime does when its group inputs are idle.
         let poll = (self.interval / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
         let mut relayed = 0u64;
@@ -170,7 +207,14 @@ impl Relay {
             match self.consumer.poll(poll) {
                 None => {}
                 Some(Ok(m)) => {
-                    self.send(m.key(), m.payload())?;
+                    match self.shaped.take() {
+                        None => self.send(&self.output, None, m.key(), m.payload())?,
+                        Some(mut shaped) => {
+                            let sent = self.send_as_reactor(&mut shaped, &m);
+                            self.shaped = Some(shaped);
+                            sent?;
+                        }
+                    }
                     self.consumer
                         .store_offset_from_message(&m)
                         .map_err(|e| Error::kafka("storing a consumed offset", e))?;
@@ -193,8 +237,50 @@ impl Relay {
         }
     }
 
-    fn send(&self, key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<(), Error> {
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.output);
+    /// Writes the run command and the changelog record Reactor writes for
+    /// input `m` (a change of `bench.t<i>/max_dt`, task `t<i>`).
+    fn send_as_reactor(&self, shaped: &mut Shaped, m: &impl Message) -> Result<(), Error> {
+        let key = m.key().unwrap_or_default();
+        let id = key
+            .strip_prefix(b"bench.")
+            .and_then(|rest| rest.split(|&b| b == b'/').next())
+            .unwrap_or_default();
+        let change = shaped.shape.for_id(id).ok_or_else(|| Error::Failed {
+            what: "relaying as Reactor writes".into(),
+            message: format!(
+                "no record shape for input key {:?}",
+                String::from_utf8_lossy(key)
+            ),
+        })?;
+        let own = |w: &super::shape::Written| w.own_partition.then(|| m.partition());
+        shaped.key.clear();
+        change.run.key_into(id, &mut shaped.key);
+        self.send(
+            &self.output,
+            own(&change.run),
+            Some(&shaped.key),
+            Some(&change.run.value),
+        )?;
+        change.changelog.key_into(id, &mut shaped.key);
+        self.send(
+            &shaped.changelog,
+            own(&change.changelog),
+            Some(&shaped.key),
+            Some(&change.changelog.value),
+        )
+    }
+
+    fn send(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+    ) -> Result<(), Error> {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
         if let Some(key) = key {
             record = record.key(key);
         }
@@ -204,7 +290,7 @@ impl Relay {
         reactor::kafka::send_with_room(&self.producer, record, Some(self.call_timeout), || {
             self.producer.poll(Duration::from_millis(1))
         })
-        .map_err(|e| Error::kafka(format!("relaying to {}", self.output), e))
+        .map_err(|e| Error::kafka(format!("relaying to {topic}"), e))
     }
 
     /// Waits until every output is acknowledged. Not `Producer::flush`: in

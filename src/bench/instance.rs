@@ -242,7 +242,8 @@ pub(super) fn launch(
 }
 
 /// Measures Reactor with exactly-once `on` or off; `latency_rate` `None`
-/// derives the latency phase's rate from this run's throughput.
+/// derives the latency phase's rate from this run's throughput. Returns
+/// the topics it ran on too.
 pub(super) fn measure(
     cluster: &Cluster,
     tasks: Config,
@@ -250,7 +251,7 @@ pub(super) fn measure(
     inputs: &Arc<Inputs>,
     exactly_once: bool,
     latency_rate: Option<f64>,
-) -> Result<Measurement, Error> {
+) -> Result<(Measurement, Topics), Error> {
     let system = if exactly_once { "eos-on" } else { "eos-off" };
     let Launched {
         instance,
@@ -306,7 +307,7 @@ pub(super) fn measure(
     // A change is one record in and one out.
     let records = 2.0 * burst.window_outputs as f64;
     let (cpu_per_record, cpu_by_thread) = burst.cpu_per_record(records);
-    Ok(Measurement {
+    let measured = Measurement {
         window: burst.window,
         throughput: 2.0 * throughput,
         cpu_per_record,
@@ -319,7 +320,8 @@ pub(super) fn measure(
             .and_then(|s| Summary::of(s.dispatch.clone())),
         duplicates: burst.duplicates + steady.as_ref().map_or(0, |s| s.duplicates),
         setup,
-    })
+    };
+    Ok((measured, t))
 }
 
 /// Only a run command's `issued_at` (field 11 of `RunCommand` in

@@ -102,6 +102,20 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
          producer configured as Reactor's; every commit interval it flushes, then commits \
          offsets (at-least-once)"
     )?;
+    if r.records_loop.is_some() {
+        writeln!(
+            f,
+            "  - loop writing Reactor's records (throughput only, after exactly-once off): the \
+             baseline's loop, writing for each change what Reactor writes for it instead of \
+             relaying it — the run command (keyed by the task id) to its output and the \
+             changelog record to a compacted topic, in the input's partition as a shard writes \
+             it — Reactor's own bytes for a task of the same id length, fired by the engine and \
+             encoded by the runtime's encoder under the topic names Reactor ran with: Reactor's \
+             I/O without its work, so the distance between it and the baseline is the records \
+             the design asks for (DESIGN §3) and the distance between Reactor and it is \
+             Reactor's own work; not a target"
+        )?;
+    }
     writeln!(
         f,
         "  - each system on fresh topics and a fresh consumer group, one after the other; \
@@ -182,7 +196,7 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         .systems()
         .into_iter()
         .map(|(_, name, m)| {
-            let flag = if name.starts_with("baseline") {
+            let flag = if name.starts_with("baseline") || name.starts_with("loop") {
                 "--baseline-changes"
             } else {
                 "--changes"
@@ -224,6 +238,10 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         ("baseline", Some(r.baseline.duplicates)),
         ("exactly-once on", r.eos_on.as_ref().map(|m| m.duplicates)),
         ("exactly-once off", r.eos_off.as_ref().map(|m| m.duplicates)),
+        (
+            "loop writing Reactor's records",
+            r.records_loop.as_ref().map(|l| l.measured.duplicates),
+        ),
         ("offers", r.offers.as_ref().map(|o| o.duplicates)),
         ("jobs", r.jobs.as_ref().map(|j| j.duplicates)),
     ];

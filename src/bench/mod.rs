@@ -43,6 +43,7 @@ mod plan;
 pub mod recovery;
 mod report;
 mod restore;
+mod shape;
 pub mod stats;
 pub mod threads;
 mod worker;
@@ -59,7 +60,7 @@ use crate::config::Config;
 
 pub use failover::FailoverMeasurement;
 pub use plan::{BenchArgs, Workload};
-pub use report::Report;
+pub use report::{RecordsLoop, Report};
 
 use cluster::{Cluster, Inputs, Sent};
 use fired::entity;
@@ -203,32 +204,56 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         },
         &inputs,
         None,
+        None,
     )?;
 
-    let (eos_on, eos_off, rate, task_memory, restore) = if plan.workload.tasks() {
+    let (eos_on, eos_off, records_loop, rate, task_memory, restore) = if plan.workload.tasks() {
         // Memory per task: what the configuration and the shards hold, in
         // a process of their own (this one's growth would reuse what the
         // loop just freed).
         let task_memory = memory::in_child(memory::Item::Task, plan.tasks, 0, plan.partitions)?;
         let (config, _) = tasks_config(plan.tasks)?;
-        let eos_on = instance::measure(&cluster, config, &plan, &inputs, true, plan.latency_rate)?;
+        let (eos_on, _) =
+            instance::measure(&cluster, config, &plan, &inputs, true, plan.latency_rate)?;
         let rate = plan
             .latency_rate
             .unwrap_or_else(|| auto_rate(eos_on.throughput / 2.0));
         let (config, _) = tasks_config(plan.tasks)?;
-        let eos_off = instance::measure(&cluster, config, &plan, &inputs, false, Some(rate))?;
+        let (eos_off, topics) =
+            instance::measure(&cluster, config, &plan, &inputs, false, Some(rate))?;
+        // The loop writing Reactor's records, next to Reactor's two runs
+        // (throughput only): Reactor's I/O without its work.
+        // As many changes as the baseline's, for a window as long.
+        let last = baseline_plan.changes.saturating_sub(1);
+        let shape = shape::RecordShape::of_reactor(&topics, last)?;
+        let records_loop = baseline::measure(
+            &cluster,
+            &Plan {
+                latency_changes: 0,
+                ..baseline_plan.clone()
+            },
+            &inputs,
+            None,
+            Some(&shape),
+        )?;
+        let records_loop = RecordsLoop {
+            measured: records_loop,
+            bytes: shape.mean_bytes(last),
+        };
         let restore = (plan.restore_tasks > 0)
             .then(|| restore::tasks(&cluster, &plan, plan.restore_tasks))
             .transpose()?;
         (
             Some(eos_on),
             Some(eos_off),
+            Some(records_loop),
             rate,
             Some(task_memory),
             restore,
         )
     } else {
         (
+            None,
             None,
             None,
             plan.latency_rate.unwrap_or(MAX_LATENCY_RATE),
@@ -252,7 +277,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         }
         None => None,
     };
-    let baseline = baseline::measure(&cluster, &baseline_plan, &inputs, Some(rate))?;
+    let baseline = baseline::measure(&cluster, &baseline_plan, &inputs, Some(rate), None)?;
 
     let report = Report {
         cluster: cluster.describe(),
@@ -275,6 +300,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         restore,
         eos_on,
         eos_off,
+        records_loop,
         offers,
         jobs,
         wall: started.elapsed(),
@@ -788,6 +814,15 @@ mod tests {
             assert!(m.throughput > 0.0, "{report}");
             assert_eq!(m.latency.map(|l| l.samples), Some(20), "{report}");
         }
+        // The loop writing Reactor's records: every change's run command
+        // found by its task id, once.
+        let io = report
+            .records_loop
+            .as_ref()
+            .expect("the tasks workload ran");
+        assert!(io.measured.throughput > 0.0, "{report}");
+        assert_eq!(io.measured.duplicates, 0, "{report}");
+        assert!(io.bytes.0 > 50.0 && io.bytes.1 > 50.0, "{report}");
         let offers = report.offers.as_ref().expect("both workloads ran");
         assert_eq!((offers.changes, offers.stages), (30, 5));
         assert!(offers.throughput > 0.0, "{report}");

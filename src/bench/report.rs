@@ -138,6 +138,17 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
+/// The loop writing Reactor's records (see `shape.rs`): Reactor's I/O
+/// without its work.
+#[derive(Debug, Clone)]
+pub struct RecordsLoop {
+    /// What it achieved (records in and out: two per change, as Reactor's).
+    pub measured: Measurement,
+    /// Bytes (keys and values) per change it wrote: the run command's and
+    /// the changelog record's.
+    pub bytes: (f64, f64),
+}
+
 /// The result of `reactor bench`; `Display` prints it as a table.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -178,6 +189,8 @@ pub struct Report {
     pub eos_on: Option<Measurement>,
     /// Reactor, exactly-once off (tasks workload).
     pub eos_off: Option<Measurement>,
+    /// The loop writing Reactor's records (tasks workload).
+    pub records_loop: Option<RecordsLoop>,
     /// Reactor, offers workload (exactly-once on).
     pub offers: Option<OffersMeasurement>,
     /// Reactor, jobs workload (exactly-once on).
@@ -214,7 +227,22 @@ impl Report {
         if let Some(m) = &self.eos_off {
             systems.push(("Reactor, exactly-once off", "exactly-once off", m));
         }
+        if let Some(r) = &self.records_loop {
+            systems.push((
+                "loop writing Reactor's records",
+                "loop writing Reactor's records",
+                &r.measured,
+            ));
+        }
         systems
+    }
+
+    /// Reactor's throughput, exactly-once on and off, over that of the loop
+    /// writing its records.
+    pub fn over_records_loop(&self) -> Option<(Option<f64>, Option<f64>)> {
+        let io = self.records_loop.as_ref()?.measured.throughput;
+        let over = |m: &Option<Measurement>| ratio(m.as_ref()?.throughput, io);
+        Some((over(&self.eos_on), over(&self.eos_off)))
     }
 
     /// The loop's throughput: the mean of its two measurements.
@@ -505,6 +533,20 @@ impl fmt::Display for Report {
                 )?;
             }
         }
+        if let (Some(r), Some((on, off))) = (&self.records_loop, self.over_records_loop()) {
+            let times = |r: Option<f64>| r.map_or("n/a".into(), |r| format!("{r:.2}×"));
+            writeln!(
+                f,
+                "  Reactor ÷ the loop writing its records ({:.0} B run command + {:.0} B changelog \
+                 record per change, keys and values; that loop {} the baseline): exactly-once on \
+                 {}, off {}",
+                r.bytes.0,
+                r.bytes.1,
+                times(ratio(r.measured.throughput, self.loop_throughput())),
+                times(on),
+                times(off)
+            )?;
+        }
         if let Some(r) = self.restore {
             writeln!(f, "  {r}")?;
         }
@@ -632,6 +674,7 @@ mod tests {
             }),
             eos_on: Some(measurement(600.0, 130)),
             eos_off: Some(measurement(800.0, 120)),
+            records_loop: None,
             offers: None,
             jobs: None,
             wall: Duration::from_secs(10),
@@ -695,6 +738,28 @@ mod tests {
             text.contains("1400 and 1000 records/s, 28.6 % apart"),
             "{text}"
         );
+        assert!(!text.contains("loop writing"), "{text}");
+
+        // The loop writing Reactor's records: a row, and Reactor over it.
+        let io = Report {
+            records_loop: Some(RecordsLoop {
+                measured: measurement(800.0, 5),
+                bytes: (148.4, 111.0),
+            }),
+            ..twice.clone()
+        };
+        assert_eq!(io.over_records_loop(), Some((Some(0.75), Some(1.0))));
+        let text = io.to_string();
+        assert!(text.contains("  loop writing Reactor's records"), "{text}");
+        assert!(
+            text.contains(
+                "Reactor ÷ the loop writing its records (148 B run command + 111 B changelog \
+                 record per change, keys and values; that loop 0.67× the baseline): \
+                 exactly-once on 0.75×, off 1.00×"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Reactor's I/O without its work"), "{text}");
 
         // The offers workload alone: its two targets, next to the baseline.
         let ms = Duration::from_millis;
