@@ -252,22 +252,15 @@ impl Relay {
                 String::from_utf8_lossy(key)
             ),
         })?;
-        let own = |w: &super::shape::Written| w.own_partition.then(|| m.partition());
-        shaped.key.clear();
-        change.run.key_into(id, &mut shaped.key);
-        self.send(
-            &self.output,
-            own(&change.run),
-            Some(&shaped.key),
-            Some(&change.run.value),
-        )?;
-        change.changelog.key_into(id, &mut shaped.key);
-        self.send(
-            &shaped.changelog,
-            own(&change.changelog),
-            Some(&shaped.key),
-            Some(&change.changelog.value),
-        )
+        for (topic, written) in [
+            (&self.output, &change.run),
+            (&shaped.changelog, &change.changelog),
+        ] {
+            written.key_into(id, &mut shaped.key);
+            let partition = written.own_partition.then(|| m.partition());
+            self.send(topic, partition, Some(&shaped.key), Some(&written.value))?;
+        }
+        Ok(())
     }
 
     fn send(

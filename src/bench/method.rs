@@ -108,8 +108,8 @@ pub(super) fn write(r: &Report, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "  - loop writing Reactor's records (throughput only, after exactly-once off): the \
              baseline's loop, writing for each change what Reactor writes for it instead of \
              relaying it — the run command (keyed by the task id) to its output and the \
-             changelog record to a compacted topic, in the input's partition as a shard writes \
-             it — Reactor's own bytes for a task of the same id length, fired by the engine and \
+             changelog record to a compacted topic, in a partition named (the input's; Reactor \
+             names its shard's) — Reactor's own bytes for a task of the same id length, fired by the engine and \
              encoded by the runtime's encoder under the topic names Reactor ran with: Reactor's \
              I/O without its work, so the distance between it and the baseline is the records \
              the design asks for (DESIGN §3) and the distance between Reactor and it is \

@@ -196,16 +196,11 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
     ));
     // The loop first, throughput only, and again last (below): the two
     // bracket Reactor's systems.
-    let baseline_first = baseline::measure(
-        &cluster,
-        &Plan {
-            latency_changes: 0,
-            ..baseline_plan.clone()
-        },
-        &inputs,
-        None,
-        None,
-    )?;
+    let loop_throughput_only = Plan {
+        latency_changes: 0,
+        ..baseline_plan.clone()
+    };
+    let baseline_first = baseline::measure(&cluster, &loop_throughput_only, &inputs, None, None)?;
 
     let (eos_on, eos_off, records_loop, rate, task_memory, restore) = if plan.workload.tasks() {
         // Memory per task: what the configuration and the shards hold, in
@@ -221,21 +216,13 @@ pub fn run(args: &BenchArgs) -> Result<Report, Error> {
         let (config, _) = tasks_config(plan.tasks)?;
         let (eos_off, topics) =
             instance::measure(&cluster, config, &plan, &inputs, false, Some(rate))?;
-        // The loop writing Reactor's records, next to Reactor's two runs
-        // (throughput only): Reactor's I/O without its work.
-        // As many changes as the baseline's, for a window as long.
-        let last = baseline_plan.changes.saturating_sub(1);
+        // The loop writing Reactor's records, next to Reactor's two runs,
+        // throughput only and as many changes as the baseline's (a window
+        // as long): Reactor's I/O without its work.
+        let last = loop_throughput_only.changes.saturating_sub(1);
         let shape = shape::RecordShape::of_reactor(&topics, last)?;
-        let records_loop = baseline::measure(
-            &cluster,
-            &Plan {
-                latency_changes: 0,
-                ..baseline_plan.clone()
-            },
-            &inputs,
-            None,
-            Some(&shape),
-        )?;
+        let records_loop =
+            baseline::measure(&cluster, &loop_throughput_only, &inputs, None, Some(&shape))?;
         let records_loop = RecordsLoop {
             measured: records_loop,
             bytes: shape.mean_bytes(last),

@@ -31,7 +31,8 @@ pub struct Written {
     pub key_after: Vec<u8>,
     /// The value.
     pub value: Vec<u8>,
-    /// Written to the input's partition (the shard's), not by key.
+    /// Written to a partition named, not picked by key (Reactor names its
+    /// shard's; the loop the input's, spread over the partitions alike).
     pub own_partition: bool,
 }
 
