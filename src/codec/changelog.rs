@@ -150,11 +150,22 @@ pub(super) fn phase_to_proto(phase: Phase) -> v1::StagePhase {
     }
 }
 
+/// A protobuf enum's value as one of `E`'s variants; `field` and `what`
+/// name it in the error when it is none of them (a newer writer's, or a
+/// corrupted record).
+pub(super) fn known_enum<E: TryFrom<i32>>(
+    value: i32,
+    field: &'static str,
+    what: &str,
+) -> Result<E, DecodeError> {
+    E::try_from(value).map_err(|_| DecodeError::InvalidField {
+        field,
+        reason: format!("unknown {what} {value}"),
+    })
+}
+
 pub(super) fn phase_from_proto(phase: i32) -> Result<Phase, DecodeError> {
-    let phase = v1::StagePhase::try_from(phase).map_err(|_| DecodeError::InvalidField {
-        field: "stages.phase",
-        reason: format!("unknown stage phase {phase}"),
-    })?;
+    let phase: v1::StagePhase = known_enum(phase, "stages.phase", "stage phase")?;
     Ok(match phase {
         v1::StagePhase::Idle => Phase::Idle,
         v1::StagePhase::Queued => Phase::Queued,

@@ -37,10 +37,7 @@ fn lane_to_proto(lane: Lane) -> v1::Lane {
 }
 
 fn lane_from_proto(lane: i32) -> Result<Lane, DecodeError> {
-    let lane = v1::Lane::try_from(lane).map_err(|_| DecodeError::InvalidField {
-        field: "stages.lane",
-        reason: format!("unknown lane {lane}"),
-    })?;
+    let lane: v1::Lane = super::changelog::known_enum(lane, "stages.lane", "lane")?;
     Ok(match lane {
         v1::Lane::Live => Lane::Live,
         v1::Lane::Rescan => Lane::Rescan,

@@ -31,10 +31,7 @@ fn state_to_proto(state: TaskState) -> v1::TaskState {
 }
 
 pub(super) fn state_from_proto(state: i32) -> Result<TaskState, DecodeError> {
-    let state = v1::TaskState::try_from(state).map_err(|_| DecodeError::InvalidField {
-        field: "state",
-        reason: format!("unknown task state {state}"),
-    })?;
+    let state: v1::TaskState = super::changelog::known_enum(state, "state", "task state")?;
     Ok(match state {
         v1::TaskState::Idle => TaskState::Idle,
         v1::TaskState::Queued => TaskState::Queued,
