@@ -248,7 +248,7 @@ fn fanout_fire(c: &mut Criterion) {
                             Action::Run(run) => Some(RunResult {
                                 step: Default::default(),
                                 stage: Default::default(),
-                                run_id: run.run_id.clone(),
+                                run_id: run.run_id.to_string(),
                                 pass: run.pass,
                                 status: Status::Succeeded,
                                 error: None,

@@ -12,7 +12,7 @@ use crate::changelog::ChangelogRecord;
 use crate::ctl::ParamValues;
 use crate::duration::Duration;
 use crate::offer::{Body, SharedBody};
-use crate::run::Rejection;
+use crate::run::{Rejection, RunId};
 
 /// One decision of [`crate::engine::Engine`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,7 +41,7 @@ pub enum Action {
 pub struct RunCommand {
     /// Stable across re-dispatches of the same run: `TASK#SEQ`, so the task
     /// is read from it ([`RunCommand::task`]) rather than copied beside it.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Try number since the last success, from 1.
     pub attempt: u32,
     /// Token the result must echo.
@@ -105,7 +105,7 @@ pub struct StageRunCommand {
     /// The offer id (also the command's key and the reply key).
     pub offer: String,
     /// `STAGE/OFFER#SEQ`: stable across re-dispatches of the same run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Try number since the stage last succeeded on this offer, from 1.
     pub attempt: u32,
     /// Token the result must echo; new on every dispatch.
@@ -145,7 +145,7 @@ pub struct StepRunCommand {
     /// The job: the worker's handler.
     pub job: Arc<str>,
     /// `PROCESS/KEY#N.STEP#SEQ`: stable across re-dispatches of the same run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Try number of this step since its last success, from 1.
     pub attempt: u32,
     /// Token the result must echo; new on every dispatch.
@@ -285,7 +285,7 @@ pub enum Event {
         #[serde(flatten)]
         subject: Subject,
         /// Run id of the result.
-        run_id: String,
+        run_id: RunId,
         /// Pass of the result.
         pass: u64,
         /// Why.
@@ -297,7 +297,7 @@ pub enum Event {
         #[serde(flatten)]
         subject: Subject,
         /// The run.
-        run_id: String,
+        run_id: RunId,
         /// The attempt that timed out.
         attempt: u32,
         /// Whether it was re-dispatched at once under a new pass.
@@ -309,7 +309,7 @@ pub enum Event {
         #[serde(flatten)]
         subject: Subject,
         /// The run.
-        run_id: String,
+        run_id: RunId,
         /// The attempt that failed.
         attempt: u32,
         /// The worker's error text.
@@ -440,7 +440,7 @@ pub enum Event {
         /// The offer.
         offer: String,
         /// The run.
-        run_id: String,
+        run_id: RunId,
         /// The version the result was computed from.
         computed_from: u64,
         /// The offer's current version, which the re-run gets.

@@ -64,7 +64,7 @@ fn ctl_change_dispatches_a_run_and_success_records_last_seen() {
     let result = RunResult {
         step: Default::default(),
         stage: Default::default(),
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: Status::Succeeded,
         error: None,
@@ -208,7 +208,7 @@ fn answer(
             let result = RunResult {
                 step: Default::default(),
                 stage: Default::default(),
-                run_id: run.run_id.clone(),
+                run_id: run.run_id.to_string(),
                 pass: run.pass,
                 status: Status::Succeeded,
                 error: None,

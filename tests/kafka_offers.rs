@@ -70,7 +70,7 @@ fn success(
 ) -> RunResult {
     RunResult {
         step: Default::default(),
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: Status::Succeeded,
         error: None,

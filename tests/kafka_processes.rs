@@ -242,7 +242,7 @@ fn a_crash_mid_chain_loses_no_step_and_runs_none_twice() {
     for run in all_reserve.iter().chain(&all_send) {
         ids.entry((run.instance.clone(), run.step))
             .or_default()
-            .insert(run.run_id.clone());
+            .insert(run.run_id.to_string());
     }
     assert_eq!(ids.len(), 40, "two steps of 20 chains: {ids:?}");
     for (step, runs) in &ids {

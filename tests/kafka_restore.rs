@@ -154,7 +154,7 @@ fn shards_restore_from_their_changelog_and_a_standby_reads_only_what_follows() {
         .find(|r| router.task(r.task()) == Some(second))
         .expect("a run of the second shard");
     let result = RunResult {
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: Status::Succeeded,
         error: None,

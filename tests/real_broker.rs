@@ -523,7 +523,7 @@ fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
                     let price = run.body["price"].as_i64().unwrap();
                     let result = reactor::engine::RunResult {
                         step: Default::default(),
-                        run_id: run.run_id.clone(),
+                        run_id: run.run_id.to_string(),
                         pass: run.pass,
                         status: reactor::run::Status::Succeeded,
                         error: None,

@@ -538,7 +538,7 @@ mod tests {
         let runs: Vec<_> = all
             .iter()
             .filter_map(|a| match a {
-                reactor::action::Action::StepRun(r) => Some((r.key.clone(), r.run_id.clone())),
+                reactor::action::Action::StepRun(r) => Some((r.key.clone(), r.run_id.to_string())),
                 _ => None,
             })
             .collect();

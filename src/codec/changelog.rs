@@ -119,7 +119,7 @@ pub(super) fn put_run_fields(run: &Run, buf: &mut Vec<u8>) {
 #[cfg(test)]
 pub(super) fn run_to_proto(run: Run) -> v1::RunRecord {
     v1::RunRecord {
-        run_id: run.run_id,
+        run_id: run.run_id.into(),
         attempt: run.attempt,
         pass: run.pass,
         dispatched_at: Some(timestamp_to_proto(run.dispatched_at)),
@@ -129,7 +129,7 @@ pub(super) fn run_to_proto(run: Run) -> v1::RunRecord {
 
 pub(super) fn run_from_proto(run: v1::RunRecord) -> Result<Run, DecodeError> {
     Ok(Run {
-        run_id: run.run_id,
+        run_id: run.run_id.into(),
         attempt: run.attempt,
         pass: run.pass,
         dispatched_at: required_ts("run.dispatched_at", run.dispatched_at.as_ref())?,

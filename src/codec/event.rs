@@ -160,7 +160,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             reason,
             ..
         } => {
-            m.run_id = Some(run_id.clone());
+            m.run_id = Some(run_id.to_string());
             m.pass = Some(*pass);
             m.reason = Some(reason.as_str().to_string());
         }
@@ -170,7 +170,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             restarted,
             ..
         } => {
-            m.run_id = Some(run_id.clone());
+            m.run_id = Some(run_id.to_string());
             m.attempt = Some(*attempt);
             m.restarted = Some(*restarted);
         }
@@ -181,7 +181,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             retry_at,
             ..
         } => {
-            m.run_id = Some(run_id.clone());
+            m.run_id = Some(run_id.to_string());
             m.attempt = Some(*attempt);
             m.error = Some(error.clone());
             m.retry_at = ts(retry_at);
@@ -234,7 +234,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             current,
         } => {
             on(&mut m, stage, offer);
-            m.run_id = Some(run_id.clone());
+            m.run_id = Some(run_id.to_string());
             m.computed_from = Some(*computed_from);
             m.current = Some(*current);
         }
@@ -390,19 +390,19 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
         },
         kind::RESULT_REJECTED => Event::ResultRejected {
             subject,
-            run_id: required("run_id", m.run_id)?,
+            run_id: required("run_id", m.run_id)?.into(),
             pass: required("pass", m.pass)?,
             reason: rejection(&required("reason", m.reason)?)?,
         },
         kind::RUN_TIMED_OUT => Event::RunTimedOut {
             subject,
-            run_id: required("run_id", m.run_id)?,
+            run_id: required("run_id", m.run_id)?.into(),
             attempt: required("attempt", m.attempt)?,
             restarted: required("restarted", m.restarted)?,
         },
         kind::RUN_FAILED => Event::RunFailed {
             subject,
-            run_id: required("run_id", m.run_id)?,
+            run_id: required("run_id", m.run_id)?.into(),
             attempt: required("attempt", m.attempt)?,
             error: required("error", m.error)?,
             retry_at: required_ts("retry_at", m.retry_at.as_ref())?,
@@ -467,7 +467,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<(Event, Timestamp), DecodeError> {
             Event::StaleVersion {
                 stage,
                 offer,
-                run_id: required("run_id", m.run_id)?,
+                run_id: required("run_id", m.run_id)?.into(),
                 computed_from: required("computed_from", m.computed_from)?,
                 current: required("current", m.current)?,
             }

@@ -69,7 +69,7 @@ pub(super) fn encode_offer_into(r: &OfferRecord, buf: &mut Vec<u8>) {
             guard: &r.guard,
             deleted: r.deleted,
         },
-        r.stages.iter().map(|(name, slot)| (name.as_str(), slot)),
+        r.stages.iter(),
         buf,
     );
 }
@@ -193,7 +193,7 @@ pub(crate) fn offer_bytes_as_prost(bytes: &[u8]) -> bool {
 #[cfg(test)]
 fn encode_offer_via_prost(r: &OfferRecord, buf: &mut Vec<u8>) {
     use prost::encoding::{encode_key, encode_varint, message, string};
-    let slots: Vec<(&String, offer_record::SlotRecord)> = r
+    let slots: Vec<(&str, offer_record::SlotRecord)> = r
         .stages
         .iter()
         .map(|(name, slot)| (name, slot_to_proto(slot)))
@@ -203,7 +203,7 @@ fn encode_offer_via_prost(r: &OfferRecord, buf: &mut Vec<u8>) {
         let key = if name.is_empty() {
             0
         } else {
-            string::encoded_len(1, name)
+            string::encoded_len(1, &name.to_string())
         };
         let empty = *slot == offer_record::SlotRecord::default();
         let value = if empty {
@@ -218,7 +218,7 @@ fn encode_offer_via_prost(r: &OfferRecord, buf: &mut Vec<u8>) {
         );
         encode_varint((key + value) as u64, buf);
         if !name.is_empty() {
-            string::encode(1, name, buf);
+            string::encode(1, &name.to_string(), buf);
         }
         if !empty {
             message::encode(2, slot, buf);
@@ -484,7 +484,7 @@ mod tests {
         let mut deleted = full.clone();
         deleted.deleted = true;
         deleted.guard = Guard::default();
-        deleted.stages = std::iter::empty().collect();
+        deleted.stages = Default::default();
         assert!(offer_written_as_prost(&deleted));
         let mut large = full.clone();
         let mut body = (*large.body).clone();
@@ -496,7 +496,7 @@ mod tests {
             ..SlotFields::default()
         });
         large.stages = (large.stages.iter())
-            .map(|(name, slot)| (name.clone(), slot.clone()))
+            .map(|(name, slot)| (name.to_string(), slot.clone()))
             .chain([(String::new(), unnamed)])
             .collect();
         assert!(offer_written_as_prost(&large));

@@ -119,7 +119,7 @@ fn step_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.clone(),
+        run_id: command.run_id.to_string(),
         kind: KIND_STEP.to_string(),
         attempt: command.attempt,
         pass: command.pass,
@@ -157,7 +157,7 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
         instance: non_empty("instance", m.instance)?,
         step: m.step,
         job: non_empty("job", m.job)?.into(),
-        run_id: non_empty("run_id", m.run_id)?,
+        run_id: non_empty("run_id", m.run_id)?.into(),
         attempt: m.attempt,
         pass: m.pass,
         params: object("args", m.args)?,
@@ -257,7 +257,7 @@ fn task_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.clone(),
+        run_id: command.run_id.to_string(),
         kind: KIND_TASK.to_string(),
         task: command.task().to_string(),
         attempt: command.attempt,
@@ -386,7 +386,7 @@ fn stage_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.clone(),
+        run_id: command.run_id.to_string(),
         kind: KIND_STAGE.to_string(),
         attempt: command.attempt,
         pass: command.pass,
@@ -427,7 +427,7 @@ pub fn decode_stage_run_command(bytes: &[u8]) -> Result<StageRunCommand, DecodeE
     Ok(StageRunCommand {
         stage: non_empty("stage", m.stage)?,
         offer: non_empty("offer_id", m.offer_id)?,
-        run_id: non_empty("run_id", m.run_id)?,
+        run_id: non_empty("run_id", m.run_id)?.into(),
         attempt: m.attempt,
         pass: m.pass,
         version: m.version,
@@ -573,7 +573,7 @@ mod tests {
             reply_key in "[a-z]{0,6}",
         ) {
             let command = RunCommand {
-                run_id: format!("{task}#1"),
+                run_id: format!("{task}#1").into(),
                 attempt,
                 pass,
                 snapshot: snapshot
@@ -623,7 +623,7 @@ mod tests {
             let command = StageRunCommand {
                 stage: stage.clone(),
                 offer: offer.clone(),
-                run_id: format!("{stage}/{offer}#1"),
+                run_id: format!("{stage}/{offer}#1").into(),
                 attempt,
                 pass,
                 version,
@@ -666,7 +666,7 @@ mod tests {
         ) {
             let instance = format!("{process}/{key}#{n}");
             let command = StepRunCommand {
-                run_id: format!("{instance}.{step}#1"),
+                run_id: format!("{instance}.{step}#1").into(),
                 process,
                 key,
                 instance,

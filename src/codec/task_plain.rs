@@ -19,7 +19,7 @@ use crate::task::{InPlaceValue, TaskRecord, ValueList};
 pub(super) fn plain_task(bytes: &[u8]) -> Option<TaskRecord> {
     let (mut snapshot, mut last_seen) = (Vec::new(), Vec::new());
     let mut record = plain_task_with(bytes, &mut |list, name, value| {
-        let named = (name.to_string(), value);
+        let named = (crate::name_map::Name::from(name), value);
         match list {
             ValueList::Snapshot => snapshot.push(named),
             ValueList::LastSeen => last_seen.push(named),
@@ -146,7 +146,7 @@ fn run_of(bytes: &[u8]) -> Option<Run> {
         _ => None,
     })?;
     Some(Run {
-        run_id: run_id.unwrap_or_default().to_string(),
+        run_id: run_id.unwrap_or_default().into(),
         attempt: attempt.unwrap_or_default(),
         pass: pass.unwrap_or_default(),
         dispatched_at: dispatched_at?,

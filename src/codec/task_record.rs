@@ -411,7 +411,7 @@ pub(super) mod test_support {
             any_ts(),
         )
             .prop_map(|(run_id, attempt, pass, dispatched_at, deadline)| Run {
-                run_id,
+                run_id: run_id.into(),
                 attempt,
                 pass,
                 dispatched_at,
@@ -558,13 +558,13 @@ mod tests {
                         .filter(|v| v.list == list)
                         .map(|v| {
                             let name = bytes.get(v.name.clone()).unwrap_or_default();
-                            (String::from_utf8_lossy(name).into_owned(), v.value)
+                            (String::from_utf8_lossy(name), v.value)
                         })
-                        .collect::<Vec<_>>()
+                        .collect()
                 };
                 if !values.is_empty() {
-                    read.snapshot = named(crate::task::ValueList::Snapshot).into();
-                    read.last_seen = named(crate::task::ValueList::LastSeen).into();
+                    read.snapshot = named(crate::task::ValueList::Snapshot);
+                    read.last_seen = named(crate::task::ValueList::LastSeen);
                 }
                 Ok::<_, DecodeError>(read)
             };

@@ -70,7 +70,7 @@ pub(super) fn ts_map(
 /// A map of jiff timestamps as protobuf ones.
 pub(super) fn proto_map(map: ParamValues) -> std::collections::BTreeMap<String, ProtoTimestamp> {
     map.into_iter()
-        .map(|(k, v)| (k, timestamp_to_proto(v)))
+        .map(|(k, v)| (k.into(), timestamp_to_proto(v)))
         .collect()
 }
 

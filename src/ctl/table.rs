@@ -35,12 +35,8 @@ pub struct ParamRef<'a> {
 impl ParamRef<'_> {
     /// `entity/param` in one string: what `Display` writes, without the
     /// formatter (records and run commands name every parameter this way).
-    pub fn joined(&self) -> String {
-        let mut s = String::with_capacity(self.entity.len() + 1 + self.param.len());
-        s.push_str(self.entity);
-        s.push('/');
-        s.push_str(self.param);
-        s
+    pub fn joined(&self) -> crate::name_map::Name {
+        crate::name_map::concat(&[self.entity, "/", self.param])
     }
 }
 

@@ -112,7 +112,7 @@ fn send_ctl(
     let key = name.joined();
     let _ = producer.send(
         BaseRecord::to(&config.kafka.topics.ctl)
-            .key(&key)
+            .key(key.as_str())
             .payload(&payload),
     );
     println!("{}  ctl     {name} = {value}", clock());

@@ -457,7 +457,7 @@ mod tests {
         StageRunCommand {
             stage: stage.into(),
             offer: "o-1".into(),
-            run_id: format!("{stage}/o-1#1"),
+            run_id: format!("{stage}/o-1#1").into(),
             attempt: 1,
             pass: 7,
             version,

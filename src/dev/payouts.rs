@@ -80,7 +80,7 @@ pub fn answer(run: &StepRunCommand, since_start: Duration) -> RunResult {
         _ => (true, serde_json::json!({ "notified": true })),
     };
     RunResult {
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: if ok {
             Status::Succeeded

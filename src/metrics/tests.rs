@@ -10,7 +10,7 @@ fn ts(s: &str) -> Timestamp {
 
 fn run(task: &str) -> Action {
     Action::Run(RunCommand {
-        run_id: format!("{task}#1"),
+        run_id: format!("{task}#1").into(),
         attempt: 1,
         pass: 1,
         snapshot: Default::default(),
@@ -54,7 +54,7 @@ fn records_and_renders() {
     let handle = install().unwrap();
     let rejected = Action::Event(Event::ResultRejected {
         subject: Subject::task("a"),
-        run_id: "a#1".to_string(),
+        run_id: "a#1".into(),
         pass: 1,
         reason: Rejection::StalePass,
     });
@@ -75,7 +75,7 @@ fn records_and_renders() {
         &RunResult {
             step: Default::default(),
             stage: Default::default(),
-            run_id: "a#1".to_string(),
+            run_id: "a#1".into(),
             pass: 1,
             status: Status::Succeeded,
             error: None,
@@ -208,14 +208,14 @@ fn rejected_success_is_not_counted() {
     let result = RunResult {
         step: Default::default(),
         stage: Default::default(),
-        run_id: "a#1".to_string(),
+        run_id: "a#1".into(),
         pass: 2,
         status: Status::Succeeded,
         error: None,
     };
     let rejected = [Action::Event(Event::ResultRejected {
         subject: Subject::task("a"),
-        run_id: "a#1".to_string(),
+        run_id: "a#1".into(),
         pass: 2,
         reason: Rejection::NotCurrent,
     })];
@@ -238,7 +238,7 @@ fn stage_result(pass: u64) -> RunResult {
     RunResult {
         step: Default::default(),
         stage: Default::default(),
-        run_id: "price/o1#1".to_string(),
+        run_id: "price/o1#1".into(),
         pass,
         status: Status::Succeeded,
         error: None,
@@ -264,7 +264,7 @@ fn stage_actions_and_results() {
     let stage_run = Action::StageRun(crate::action::StageRunCommand {
         stage: "price".to_string(),
         offer: "o1".to_string(),
-        run_id: "price/o1#1".to_string(),
+        run_id: "price/o1#1".into(),
         attempt: 1,
         pass: 1,
         version: 1,
@@ -277,13 +277,13 @@ fn stage_actions_and_results() {
     let stale = Action::Event(Event::StaleVersion {
         stage: "price".to_string(),
         offer: "o1".to_string(),
-        run_id: "price/o1#1".to_string(),
+        run_id: "price/o1#1".into(),
         computed_from: 1,
         current: 2,
     });
     let rejected = Action::Event(Event::ResultRejected {
         subject: Subject::stage("price", "o1"),
-        run_id: "price/o1#1".to_string(),
+        run_id: "price/o1#1".into(),
         pass: 3,
         reason: Rejection::StalePass,
     });
@@ -303,7 +303,7 @@ fn stage_actions_and_results() {
         },
         Event::RunTimedOut {
             subject: Subject::stage("price", "o1"),
-            run_id: "price/o1#1".to_string(),
+            run_id: "price/o1#1".into(),
             attempt: 1,
             restarted: true,
         },
@@ -470,7 +470,7 @@ fn steps_and_instances_are_counted_by_job_and_process() {
             instance: "payout/u1#1".to_string(),
             step: 0,
             job: job.into(),
-            run_id: "payout/u1#1.0#1".to_string(),
+            run_id: "payout/u1#1.0#1".into(),
             attempt: 1,
             pass: 1,
             params: Default::default(),

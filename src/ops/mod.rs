@@ -134,7 +134,7 @@ impl Item<'_> {
             Kind::Stage => crate::run::concat(&[self.name, "/", self.key]),
             Kind::Process => crate::process::step_target(&self.instance_id()?, self.step_index?),
         };
-        Some(crate::run::run_id(&target, self.run_seq))
+        Some(crate::run::run_id(&target, self.run_seq).into())
     }
 }
 

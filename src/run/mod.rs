@@ -16,11 +16,18 @@ use crate::config::{Accept, RetryPolicy};
 
 pub use slot::{Alarms, Due, Failure, Phase, RunSlot, SlotParts};
 
+/// A run id, `TARGET#SEQ`: kept inline up to 24 bytes (most ids), so
+/// that issuing a run and copying its id into the run command and its
+/// events allocate nothing. Every running task, stage slot and process step
+/// holds one; as a heap string each cost an allocation that lived as long
+/// as the run and two more per run command (the copy and its free).
+pub type RunId = compact_str::CompactString;
+
 /// A dispatched run of one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     /// `TARGET#SEQ`: stable across re-dispatches after a timeout.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Try number since the target's last success, from 1.
     pub attempt: u32,
     /// The pass token a result must echo; new on every dispatch.
@@ -32,14 +39,14 @@ pub struct Run {
 }
 
 /// Builds the run id of a target's `seq`-th run.
-pub fn run_id(target: &str, seq: u64) -> String {
-    concat(&[target, "#", itoa::Buffer::new().format(seq)])
+pub fn run_id(target: &str, seq: u64) -> RunId {
+    crate::name_map::concat(&[target, "#", itoa::Buffer::new().format(seq)])
 }
 
-/// The parts one after another, in a string sized once. Ids (run ids, run
-/// targets, instance ids, changelog keys) are built for every run and step
-/// on the hot path, where `format!` took ~750 instructions for what this
-/// does in a fraction.
+/// The parts one after another, in a string sized once. Ids (run targets,
+/// instance ids, changelog keys; run ids by [`crate::name_map::concat`],
+/// inline when short) are built for every run and step on the hot path,
+/// where `format!` took ~750 instructions for what this does in a fraction.
 pub fn concat(parts: &[&str]) -> String {
     let mut id = String::with_capacity(parts.iter().map(|p| p.len()).sum());
     for part in parts {
@@ -149,7 +156,7 @@ impl RetryPolicy {
 impl Failure {
     /// The event that reports this failure of `subject`'s run `run_id`,
     /// the `failures`-th in a row, with `error`.
-    pub fn event(self, subject: Subject, run_id: String, failures: u32, error: String) -> Event {
+    pub fn event(self, subject: Subject, run_id: RunId, failures: u32, error: String) -> Event {
         match self {
             Failure::Backoff { retry_at } => Event::RunFailed {
                 subject,

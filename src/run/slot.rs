@@ -7,7 +7,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::{add, run_id, AfterFailure, Rejection, Run};
+use super::{add, run_id, AfterFailure, Rejection, Run, RunId};
 use crate::config::{Accept, RetryPolicy, RunPolicy};
 use crate::duration::Duration;
 use crate::stamp::Stamp;
@@ -246,7 +246,7 @@ impl RunSlot {
     }
 
     /// The id of the slot's latest run of `target`.
-    pub fn last_run_id(&self, target: &str) -> String {
+    pub fn last_run_id(&self, target: &str) -> RunId {
         run_id(target, self.run_seq)
     }
 
@@ -289,7 +289,7 @@ impl RunSlot {
 
     fn issue(
         &mut self,
-        run_id: String,
+        run_id: RunId,
         timeout: Duration,
         now: Timestamp,
         alarms: &mut impl Alarms,
@@ -498,7 +498,7 @@ mod tests {
         for _ in 0..5 {
             slot.start("a", p.timeout, now, &mut log);
             let run = slot.end(&mut log).unwrap();
-            seen.push((run.run_id, run.attempt));
+            seen.push((run.run_id.to_string(), run.attempt));
             let failure = slot.failed("boom".into(), &p.retry, now, &mut log);
             if let Some(at) = slot.wake_at() {
                 assert!(slot.woke(at));

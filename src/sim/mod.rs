@@ -81,7 +81,7 @@ impl Book {
         for action in actions {
             match &action {
                 Action::Run(run) => {
-                    let ids = (run.run_id.clone(), run.pass);
+                    let ids = (run.run_id.to_string(), run.pass);
                     self.attempts
                         .insert((run.task().to_string(), run.attempt), ids.clone());
                     self.current.insert(run.task().to_string(), ids);
@@ -90,7 +90,7 @@ impl Book {
                 Action::StageRun(run) => {
                     self.stage_attempts.insert(
                         (run.stage.clone(), run.offer.clone(), run.attempt),
-                        (run.run_id.clone(), run.pass, run.version),
+                        (run.run_id.to_string(), run.pass, run.version),
                     );
                 }
                 Action::StepRun(run) => {
@@ -101,7 +101,7 @@ impl Book {
                     }
                     self.step_attempts.insert(
                         (run.process.clone(), run.key.clone(), run.attempt),
-                        (run.run_id.clone(), run.pass),
+                        (run.run_id.to_string(), run.pass),
                     );
                 }
                 Action::Event(_) | Action::OfferState(_) => {}
@@ -271,7 +271,7 @@ impl Simulator {
                 // engine's rejection path is what the scenario sees.
                 let (run_id, pass) = known
                     .cloned()
-                    .unwrap_or_else(|| (crate::run::run_id(&task, 0), 0));
+                    .unwrap_or_else(|| (crate::run::run_id(&task, 0).into(), 0));
                 let mut result = RunResult::new(run_id, pass, c.status);
                 result.error = c.error;
                 Ok(result)
@@ -286,8 +286,13 @@ impl Simulator {
                         .cloned(),
                     None => self.driver.engine().stage_run(&stage, &offer),
                 };
-                let (run_id, pass, version) = known
-                    .unwrap_or_else(|| (crate::run::run_id(&format!("{stage}/{offer}"), 0), 0, 0));
+                let (run_id, pass, version) = known.unwrap_or_else(|| {
+                    (
+                        crate::run::run_id(&format!("{stage}/{offer}"), 0).into(),
+                        0,
+                        0,
+                    )
+                });
                 let update = match (c.update, c.body) {
                     (None, None) => None,
                     (Some(mut patch), None) => {
@@ -325,8 +330,12 @@ impl Simulator {
                         .cloned(),
                     None => self.driver.engine().step_run(&process, &key),
                 };
-                let (run_id, pass) = known
-                    .unwrap_or_else(|| (crate::run::run_id(&format!("{process}/{key}#0.0"), 0), 0));
+                let (run_id, pass) = known.unwrap_or_else(|| {
+                    (
+                        crate::run::run_id(&format!("{process}/{key}#0.0"), 0).into(),
+                        0,
+                    )
+                });
                 let mut result = RunResult::new(run_id, pass, c.status);
                 result.error = c.error;
                 result.step = crate::engine::StepReply {

@@ -187,7 +187,7 @@ pub fn succeed(producer: &ThreadedProducer<DefaultProducerContext>, run: &RunCom
     let result = RunResult {
         step: Default::default(),
         stage: Default::default(),
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: Status::Succeeded,
         error: None,

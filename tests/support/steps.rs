@@ -64,7 +64,7 @@ pub fn succeeded(events: &[Event]) -> BTreeSet<String> {
 /// A worker's success for `run`, with an output.
 pub fn success(run: &StepRunCommand, output: serde_json::Value) -> Vec<u8> {
     let result = RunResult {
-        run_id: run.run_id.clone(),
+        run_id: run.run_id.to_string(),
         pass: run.pass,
         status: Status::Succeeded,
         error: None,
@@ -93,7 +93,7 @@ pub fn worker(
         while !stop.load(Ordering::Relaxed) {
             for reader in &readers {
                 for run in step_runs(&reader.read_until(Duration::from_millis(100), |_| false)) {
-                    if answered.insert((run.run_id.clone(), run.pass)) {
+                    if answered.insert((run.run_id.to_string(), run.pass)) {
                         let payload = success(&run, serde_json::json!({"by": run.job}));
                         producer
                             .send(BaseRecord::to(&results).key(&run.key).payload(&payload))

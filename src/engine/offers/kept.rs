@@ -176,7 +176,7 @@ impl Offers {
         let slots = record
             .stages
             .into_iter()
-            .filter_map(|(name, slot)| Some((*self.by_name.get(&name)?, slot)))
+            .filter_map(|(name, slot)| Some((*self.by_name.get(name.as_str())?, slot)))
             .collect();
         OfferRt {
             version: record.version,

@@ -469,16 +469,16 @@ impl Offers {
 
     /// The record of an offer in full.
     fn record_of(&self, rt: &OfferRt) -> Value {
-        let stages: Vec<(String, SlotRecord)> = self
+        let stages: crate::stage::record::Slots = self
             .named_slots(rt)
             .into_iter()
-            .map(|(name, slot)| (name.to_string(), slot.clone()))
+            .map(|(name, slot)| (name, slot.clone()))
             .collect();
         Value::Offer(Box::new(OfferRecord {
             version: rt.version,
             body: rt.body.clone(),
             updated_at: rt.updated_at,
-            stages: stages.into(),
+            stages,
             guard: rt.guard.clone(),
             deleted: rt.deleted,
         }))

@@ -160,7 +160,7 @@ impl Offers {
     fn reject(&mut self, stage: &str, offer: &str, result: &RunResult, reason: Rejection) {
         self.emit(Event::ResultRejected {
             subject: Subject::stage(stage, offer),
-            run_id: result.run_id.clone(),
+            run_id: result.run_id.as_str().into(),
             pass: result.pass,
             reason,
         });

@@ -59,7 +59,7 @@ fn runs(actions: &[Action]) -> Vec<(String, String, u64, u64)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::StageRun(r) => Some((r.stage.clone(), r.run_id.clone(), r.pass, r.version)),
+            Action::StageRun(r) => Some((r.stage.clone(), r.run_id.to_string(), r.pass, r.version)),
             _ => None,
         })
         .collect()

@@ -234,7 +234,7 @@ proptest! {
                 }
                 Action::StepRun(run) => {
                     let mine = (run.instance.clone(), run.step);
-                    if let Some(owner) = runs.insert(run.run_id.clone(), mine.clone()) {
+                    if let Some(owner) = runs.insert(run.run_id.to_string(), mine.clone()) {
                         prop_assert_eq!(owner, mine, "run id {} reused", &run.run_id);
                     }
                 }

@@ -265,7 +265,7 @@ impl Processes {
                 let subject = self.subject(p, id.key, true);
                 self.emit(Event::ResultRejected {
                     subject,
-                    run_id,
+                    run_id: run_id.as_str().into(),
                     pass: result.pass,
                     reason,
                 });

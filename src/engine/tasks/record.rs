@@ -132,9 +132,8 @@ impl Tasks {
                 param_ids(trigger, table, key, n, in_place().chain(named_bytes(owned)))
             } else {
                 let values: ParamValues = in_place()
-                    .map(|(name, v)| (String::from_utf8_lossy(name).into_owned(), v))
-                    .collect::<Vec<_>>()
-                    .into();
+                    .map(|(name, v)| (String::from_utf8_lossy(name), v))
+                    .collect();
                 let n = values.iter().len();
                 param_ids(trigger, table, key, n, named_bytes(&values))
             }

@@ -198,7 +198,7 @@ impl Tasks {
     fn reject(&mut self, task: &str, result: &RunResult, reason: Rejection) {
         self.out.push(Action::Event(Event::ResultRejected {
             subject: Subject::task(task),
-            run_id: result.run_id.clone(),
+            run_id: result.run_id.as_str().into(),
             pass: result.pass,
             reason,
         }));

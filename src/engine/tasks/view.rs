@@ -236,7 +236,7 @@ impl Tasks {
             table: &self.table,
             last: &rt.last_seen,
         };
-        let name = |p: &crate::ctl::ParamId| self.table.name(*p).joined();
+        let name = |p: &crate::ctl::ParamId| String::from(self.table.name(*p).joined());
         // The trigger's ids are the configuration's.
         let global = |p: &crate::ctl::ParamId| self.table.global().name(*p);
         Some(TaskView {
@@ -252,7 +252,7 @@ impl Tasks {
                 .trigger
                 .params()
                 .into_iter()
-                .map(|p| (global(p).joined(), values.current(p)))
+                .map(|p| (String::from(global(p).joined()), values.current(p)))
                 .collect(),
             last_seen: rt
                 .last_seen
@@ -262,10 +262,10 @@ impl Tasks {
             last_success: stamp::get(rt.last_success),
             hold: rt.rare().hold,
             last_error: rt.slot.last_error().map(str::to_string),
-            trigger: def.trigger.to_dsl(&|p| global(p).joined()),
-            explain: def
-                .trigger
-                .explain(&values, now, def.time_zone(), &|p| global(p).joined()),
+            trigger: def.trigger.to_dsl(&|p| String::from(global(p).joined())),
+            explain: def.trigger.explain(&values, now, def.time_zone(), &|p| {
+                String::from(global(p).joined())
+            }),
         })
     }
 
