@@ -135,7 +135,7 @@ fn restored_shard(groups: usize, hot: usize) -> Engine {
             .collect();
         ChangelogRecord {
             store: Store::Task,
-            key: t.id().to_string(),
+            key: t.id().into(),
             value: Some(Value::Task(Box::new(TaskRecord {
                 slot: RunSlot::from(reactor::run::SlotParts {
                     phase: TaskState::Idle,

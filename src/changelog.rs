@@ -99,8 +99,10 @@ pub enum Value {
 pub struct ChangelogRecord {
     /// The store.
     pub store: Store,
-    /// Key within the store.
-    pub key: String,
+    /// Key within the store: inline up to 24 bytes (most task ids, offer
+    /// ids, process keys), so that the record every step writes costs no
+    /// allocation for its key, nor does each record a restore reads.
+    pub key: crate::name_map::Name,
     /// New value; `None` deletes the key.
     pub value: Option<Value>,
 }

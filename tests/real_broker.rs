@@ -578,7 +578,7 @@ fn an_offer_flows_through_a_stage_in_json_with_exactly_once() {
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let answered = worker.join().expect("the worker");
-    assert_eq!(answered, [("price/o1#1".to_string(), 1)]);
+    assert_eq!(answered, [("price/o1#1".into(), 1)]);
     let summary: Vec<(u64, &str)> = states
         .iter()
         .map(|s| (s.version, s.cause.as_str()))

@@ -222,7 +222,7 @@ fn seed(
         *counter += 1;
         let record = ChangelogRecord {
             store: Store::Process,
-            key: format!("payout/{key}"),
+            key: format!("payout/{key}").into(),
             value: Some(Value::Process(std::sync::Arc::new(failed_record(
                 *counter, at,
             )))),
@@ -509,7 +509,7 @@ mod tests {
         let records: Vec<ChangelogRecord> = (1..=3)
             .map(|n| ChangelogRecord {
                 store: Store::Process,
-                key: format!("payout/k{n}"),
+                key: format!("payout/k{n}").into(),
                 value: Some(Value::Process(std::sync::Arc::new(failed_record(n, at)))),
             })
             .chain([ChangelogRecord {

@@ -102,7 +102,7 @@ pub fn decode_changelog(key: &[u8], value: Option<&[u8]>) -> Result<ChangelogRec
     };
     Ok(ChangelogRecord {
         store,
-        key: id.to_string(),
+        key: id.into(),
         value,
     })
 }

@@ -164,8 +164,11 @@ impl Engine {
                 // Taken whole: the offer keeps its body and states.
                 let value = match record.value {
                     Some(Value::Offer(o)) => {
-                        self.offers
-                            .restore_offer(record.key, Some(*o), read.map(<[u8]>::to_vec));
+                        self.offers.restore_offer(
+                            record.key.into(),
+                            Some(*o),
+                            read.map(<[u8]>::to_vec),
+                        );
                         return Ok(());
                     }
                     Some(Value::OfferEncoded(bytes)) => {
@@ -173,7 +176,7 @@ impl Engine {
                             .restore_encoded(&record.key, bytes)
                             .map_err(|e| Error::BadRecord {
                                 store: Store::Offer.as_str(),
-                                key: record.key.clone(),
+                                key: record.key.to_string(),
                                 message: e.to_string(),
                             })?;
                         return Ok(());
@@ -186,7 +189,7 @@ impl Engine {
                         }))
                     }
                 };
-                self.offers.restore_offer(record.key, value, None);
+                self.offers.restore_offer(record.key.into(), value, None);
             }
             Store::Rescan => {
                 let value = match &record.value {
@@ -194,7 +197,7 @@ impl Engine {
                     None => None,
                     Some(_) => return Err(bad_value(&record)),
                 };
-                self.offers.restore_rescan(record.key, value);
+                self.offers.restore_rescan(record.key.into(), value);
             }
             Store::Task => self.tasks.restore(record)?,
             Store::Process => {
@@ -608,7 +611,7 @@ impl Engine {
 fn bad_value(record: &ChangelogRecord) -> Error {
     Error::BadRecord {
         store: record.store.as_str(),
-        key: record.key.clone(),
+        key: record.key.to_string(),
         message: "the value is of another store".to_string(),
     }
 }

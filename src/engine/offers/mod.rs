@@ -410,7 +410,7 @@ impl Offers {
                 let rt = self.full(id, kept).ok()?;
                 Some(ChangelogRecord {
                     store: Store::Offer,
-                    key: id.to_string(),
+                    key: id.into(),
                     value: Some(self.record_of(&rt)),
                 })
             })
@@ -432,7 +432,7 @@ impl Offers {
         });
         ChangelogRecord {
             store: Store::Offer,
-            key: id.to_string(),
+            key: id.into(),
             value,
         }
     }
@@ -488,7 +488,7 @@ impl Offers {
         let st = self.stage(s)?;
         Ok(ChangelogRecord {
             store: Store::Rescan,
-            key: st.def.name.clone(),
+            key: st.def.name.as_str().into(),
             value: st.rescan.as_ref().map(|r| Value::Rescan(r.record.clone())),
         })
     }

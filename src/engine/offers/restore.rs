@@ -121,7 +121,7 @@ impl Offers {
         for key in std::mem::take(&mut self.orphan_rescans) {
             out.push(crate::action::Action::Changelog(ChangelogRecord {
                 store: Store::Rescan,
-                key,
+                key: key.into(),
                 value: None,
             }));
         }

@@ -106,7 +106,7 @@ impl Ops {
                     .recoveries
                     .get(&op)
                     .map(|r| Value::Recovery(Box::new(r.clone()))),
-                key: op,
+                key: op.into(),
             }));
         }
     }
@@ -121,7 +121,7 @@ impl Ops {
             .iter()
             .map(|(op, r)| ChangelogRecord {
                 store: Store::Recovery,
-                key: op.clone(),
+                key: op.as_str().into(),
                 value: Some(Value::Recovery(Box::new(r.clone()))),
             })
             .collect()

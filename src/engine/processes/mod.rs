@@ -422,7 +422,7 @@ impl Processes {
     fn counter_record(&self, p: u16) -> Result<ChangelogRecord, Error> {
         Ok(ChangelogRecord {
             store: Store::Seq,
-            key: self.def(p)?.name.clone(),
+            key: self.def(p)?.name.as_str().into(),
             value: Some(Value::Seq(
                 self.counters.get(p as usize).copied().unwrap_or(0),
             )),
@@ -461,7 +461,7 @@ impl Processes {
         let name = &self.def(p)?.name;
         Ok(ChangelogRecord {
             store: Store::Process,
-            key: crate::run::concat(&[name, "/", key]),
+            key: crate::name_map::concat(&[name, "/", key]),
             value: self
                 .keys
                 .shared(p, key)
@@ -472,7 +472,7 @@ impl Processes {
     fn schedule_record(&self, p: u16) -> Result<ChangelogRecord, Error> {
         Ok(ChangelogRecord {
             store: Store::Schedule,
-            key: self.def(p)?.name.clone(),
+            key: self.def(p)?.name.as_str().into(),
             value: self
                 .schedules
                 .get(p as usize)

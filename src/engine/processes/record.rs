@@ -60,7 +60,7 @@ impl Processes {
         for (store, key) in std::mem::take(&mut self.orphans) {
             out.push(Action::Changelog(ChangelogRecord {
                 store,
-                key,
+                key: key.into(),
                 value: None,
             }));
         }

@@ -433,7 +433,7 @@ impl Tasks {
             Some(Value::TaskEncoded(bytes)) => Some(
                 crate::codec::decode_task_record(&bytes).map_err(|e| Error::BadRecord {
                     store: Store::Task.as_str(),
-                    key: record.key.clone(),
+                    key: record.key.to_string(),
                     message: e.to_string(),
                 })?,
             ),
@@ -489,7 +489,7 @@ impl Tasks {
         for key in std::mem::take(&mut self.orphans) {
             self.out.push(Action::Changelog(ChangelogRecord {
                 store: Store::Task,
-                key,
+                key: key.into(),
                 value: None,
             }));
         }

@@ -44,7 +44,7 @@ impl Tasks {
         );
         Ok(ChangelogRecord {
             store: Store::Task,
-            key: String::from(task.def.id()),
+            key: task.def.id().into(),
             value: Some(Value::TaskEncoded(bytes)),
         })
     }
@@ -91,7 +91,7 @@ impl Tasks {
         };
         Ok(ChangelogRecord {
             store: Store::Task,
-            key: String::from(task.def.id()),
+            key: task.def.id().into(),
             value: Some(Value::Task(Box::new(record))),
         })
     }
