@@ -160,7 +160,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             reason,
             ..
         } => {
-            m.run_id = Some(run_id.to_string());
+            m.run_id = Some(run_id.as_str().to_owned());
             m.pass = Some(*pass);
             m.reason = Some(reason.as_str().to_string());
         }
@@ -170,7 +170,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             restarted,
             ..
         } => {
-            m.run_id = Some(run_id.to_string());
+            m.run_id = Some(run_id.as_str().to_owned());
             m.attempt = Some(*attempt);
             m.restarted = Some(*restarted);
         }
@@ -181,7 +181,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             retry_at,
             ..
         } => {
-            m.run_id = Some(run_id.to_string());
+            m.run_id = Some(run_id.as_str().to_owned());
             m.attempt = Some(*attempt);
             m.error = Some(error.clone());
             m.retry_at = ts(retry_at);
@@ -234,7 +234,7 @@ fn encode_event_message(event: &Event, at: Timestamp, format: Format, buf: &mut 
             current,
         } => {
             on(&mut m, stage, offer);
-            m.run_id = Some(run_id.to_string());
+            m.run_id = Some(run_id.as_str().to_owned());
             m.computed_from = Some(*computed_from);
             m.current = Some(*current);
         }

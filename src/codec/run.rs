@@ -119,7 +119,7 @@ fn step_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.to_string(),
+        run_id: command.run_id.as_str().to_owned(),
         kind: KIND_STEP.to_string(),
         attempt: command.attempt,
         pass: command.pass,
@@ -257,7 +257,7 @@ fn task_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.to_string(),
+        run_id: command.run_id.as_str().to_owned(),
         kind: KIND_TASK.to_string(),
         task: command.task().to_string(),
         attempt: command.attempt,
@@ -386,7 +386,7 @@ fn stage_run_message(
     issued_at: Timestamp,
 ) -> v1::RunCommand {
     v1::RunCommand {
-        run_id: command.run_id.to_string(),
+        run_id: command.run_id.as_str().to_owned(),
         kind: KIND_STAGE.to_string(),
         attempt: command.attempt,
         pass: command.pass,

@@ -176,7 +176,7 @@ impl Engine {
                             .restore_encoded(&record.key, bytes)
                             .map_err(|e| Error::BadRecord {
                                 store: Store::Offer.as_str(),
-                                key: record.key.to_string(),
+                                key: record.key.as_str().to_owned(),
                                 message: e.to_string(),
                             })?;
                         return Ok(());
@@ -611,7 +611,7 @@ impl Engine {
 fn bad_value(record: &ChangelogRecord) -> Error {
     Error::BadRecord {
         store: record.store.as_str(),
-        key: record.key.to_string(),
+        key: record.key.as_str().to_owned(),
         message: "the value is of another store".to_string(),
     }
 }

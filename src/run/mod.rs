@@ -16,12 +16,13 @@ use crate::config::{Accept, RetryPolicy};
 
 pub use slot::{Alarms, Due, Failure, Phase, RunSlot, SlotParts};
 
-/// A run id, `TARGET#SEQ`: kept inline up to 24 bytes (most ids), so
-/// that issuing a run and copying its id into the run command and its
-/// events allocate nothing. Every running task, stage slot and process step
-/// holds one; as a heap string each cost an allocation that lived as long
-/// as the run and two more per run command (the copy and its free).
-pub type RunId = compact_str::CompactString;
+/// A run id, `TARGET#SEQ`: a [`crate::name_map::Name`], kept inline up to
+/// 24 bytes (most ids), so that issuing a run and copying its id into the
+/// run command and its events allocate nothing. Every running task, stage
+/// slot and process step holds one; as a heap string each cost an
+/// allocation that lived as long as the run and two more per run command
+/// (the copy and its free).
+pub type RunId = crate::name_map::Name;
 
 /// A dispatched run of one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

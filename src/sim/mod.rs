@@ -81,7 +81,7 @@ impl Book {
         for action in actions {
             match &action {
                 Action::Run(run) => {
-                    let ids = (run.run_id.to_string(), run.pass);
+                    let ids = (run.run_id.as_str().to_owned(), run.pass);
                     self.attempts
                         .insert((run.task().to_string(), run.attempt), ids.clone());
                     self.current.insert(run.task().to_string(), ids);
@@ -90,7 +90,7 @@ impl Book {
                 Action::StageRun(run) => {
                     self.stage_attempts.insert(
                         (run.stage.clone(), run.offer.clone(), run.attempt),
-                        (run.run_id.to_string(), run.pass, run.version),
+                        (run.run_id.as_str().to_owned(), run.pass, run.version),
                     );
                 }
                 Action::StepRun(run) => {
@@ -101,7 +101,7 @@ impl Book {
                     }
                     self.step_attempts.insert(
                         (run.process.clone(), run.key.clone(), run.attempt),
-                        (run.run_id.to_string(), run.pass),
+                        (run.run_id.as_str().to_owned(), run.pass),
                     );
                 }
                 Action::Event(_) | Action::OfferState(_) => {}

@@ -96,7 +96,7 @@ impl Offers {
                     state: slot.state.clone(),
                     timer: slot.timer(),
                     lane: (slot.slot.phase == Phase::Queued).then_some(slot.lane),
-                    run_id: run.map(|r| r.run_id.to_string()),
+                    run_id: run.map(|r| r.run_id.as_str().to_owned()),
                     run_version: run.map(|_| slot.run_version),
                     pass: run.map(|r| r.pass),
                     attempt: run.map(|r| r.attempt),
@@ -127,7 +127,7 @@ impl Offers {
         // An offer kept as its record has no run in flight.
         let slot = self.live(offer)?.slot(s)?;
         let run = slot.slot.current()?;
-        Some((run.run_id.to_string(), run.pass, slot.run_version))
+        Some((run.run_id.as_str().to_owned(), run.pass, slot.run_version))
     }
 
     pub(in crate::engine) fn stage_stats(&self) -> Vec<StageStats> {

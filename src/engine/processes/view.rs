@@ -61,7 +61,7 @@ impl Processes {
     pub(in crate::engine) fn current_run(&self, process: &str, key: &str) -> Option<(String, u64)> {
         let p = self.proc_index(process)?;
         let run = self.record(p, key)?.active.as_ref()?.slot.current()?;
-        Some((run.run_id.to_string(), run.pass))
+        Some((run.run_id.as_str().to_owned(), run.pass))
     }
 
     /// Queue depths and running counts per job.

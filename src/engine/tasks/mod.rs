@@ -433,7 +433,7 @@ impl Tasks {
             Some(Value::TaskEncoded(bytes)) => Some(
                 crate::codec::decode_task_record(&bytes).map_err(|e| Error::BadRecord {
                     store: Store::Task.as_str(),
-                    key: record.key.to_string(),
+                    key: record.key.as_str().to_owned(),
                     message: e.to_string(),
                 })?,
             ),
