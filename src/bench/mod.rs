@@ -38,6 +38,7 @@ mod instance;
 mod jobs;
 pub mod memory;
 mod method;
+mod offer_load;
 mod offers;
 mod plan;
 pub mod recovery;

@@ -25,16 +25,15 @@ use rdkafka::Message;
 use serde_json::json;
 
 use super::cluster::{Cluster, Inputs};
+use super::offer_load::stage_name;
+pub(super) use super::offer_load::{answer, input, offer_index, toml};
 use super::report::OffersMeasurement;
 use super::stats::Summary;
 use super::worker::{self, Answer, Marks};
 use super::{Error, Plan};
-use crate::action::StageRunCommand;
 use crate::codec::{self, Format};
 use crate::config::Config;
-use crate::engine::{RunResult, StageReply, Update};
-use crate::offer::{Body, Change, OfferChange};
-use crate::run::Status;
+use crate::offer::Change;
 
 /// The offers workload as planned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,21 +50,6 @@ pub(super) struct OffersPlan {
     pub memory_offers: usize,
 }
 
-/// Name of stage `k`, also the body field its worker sets.
-fn stage_name(k: usize) -> String {
-    format!("s{k}")
-}
-
-/// Key and offer id of input `i`.
-fn offer_id(i: usize) -> String {
-    format!("o{i}")
-}
-
-/// Index of offer `o{i}`.
-pub(super) fn offer_index(id: &str) -> Option<usize> {
-    id.strip_prefix('o')?.parse().ok()
-}
-
 /// The input records: change `i` creates offer `o{i}`.
 pub(super) fn inputs(n: usize) -> Inputs {
     Inputs {
@@ -73,39 +57,10 @@ pub(super) fn inputs(n: usize) -> Inputs {
     }
 }
 
-/// Input `i`, keyed by its offer id: the change that creates offer `o{i}`
-/// (`{"n": i, "price": …, "category": …}`).
-pub(super) fn input(i: usize) -> (String, Vec<u8>) {
-    let categories = ["sport", "home", "electronics", "books"];
-    let body = json!({
-        "n": i,
-        "price": 100 + i % 900,
-        "category": categories[i % categories.len()],
-    });
-    let change = OfferChange {
-        offer_id: offer_id(i),
-        change: Change::Body(body.as_object().cloned().unwrap_or_default()),
-        source: Some("reactor-bench".into()),
-    };
-    let value = codec::encode_offer_change(&change, Format::Protobuf);
-    (change.offer_id, value)
-}
-
-/// `stages` stages with run topics `{prefix}.s{k}`; no tasks. Each stage
-/// may run on every offer at once (`max_parallelism`), so the measurement is
-/// of Reactor, not of a limit.
+/// The configuration of `stages` stages with run topics `{prefix}.s{k}`
+/// ([`toml`]).
 pub(super) fn config(stages: usize, prefix: &str) -> Result<Config, Error> {
-    use std::fmt::Write;
-    let mut text = String::new();
-    for k in 0..stages {
-        let _ = writeln!(
-            text,
-            "[[stage]]\nname = \"{name}\"\nwatch = [\"n\"]\nwhen = \"state == null\"\n\
-             topic = \"{prefix}.{name}\"\nmax_parallelism = 1000000\ntimeout = \"1m\"\n",
-            name = stage_name(k)
-        );
-    }
-    crate::config::parse(&text, "bench-offers.toml")
+    crate::config::parse(&toml(stages, prefix), "bench-offers.toml")
         .map(|loaded| loaded.config)
         .map_err(|e| Error::Config(Box::new(e)))
 }
@@ -127,21 +82,6 @@ pub(super) fn complete_offer_bytes(i: usize, stages: usize) -> usize {
     }
     serde_json::to_vec(&body).map_or(0, |b| b.len())
         + serde_json::to_vec(&states).map_or(0, |s| s.len())
-}
-
-/// What the bench worker answers: at once, success, computed from the run's
-/// version, with the update `{"STAGE": version}` and the state `{"seen": version}`.
-pub(super) fn answer(run: &StageRunCommand) -> RunResult {
-    let mut update = Body::new();
-    update.insert(run.stage.clone(), json!(run.version));
-    let mut result = RunResult::new(run.run_id.clone(), run.pass, Status::Succeeded);
-    result.stage = StageReply {
-        version: Some(run.version),
-        update: Some(Update::Patch(update)),
-        state: Some(json!({"seen": run.version})),
-        timer: None,
-    };
-    result
 }
 
 /// The bench worker's [`Answering`] of a stage run command.
@@ -259,6 +199,9 @@ impl StateHead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::action::StageRunCommand;
+    use crate::engine::Update;
+    use crate::offer::Body;
 
     #[test]
     fn inputs_create_offers_the_stages_watch() {

@@ -40,35 +40,65 @@ pub fn decode_offer_change(
             source: None,
         });
     };
-    let m: v1::OfferChange = decode(payload)?;
-    let offer_id = if m.offer_id.is_empty() {
+    let fields = match super::input_plain::plain_offer_change(payload) {
+        Some(fields) => fields,
+        None => generated_change_fields(payload)?,
+    };
+    let offer_id = if fields.offer_id.is_empty() {
         key_text(key)?.ok_or(DecodeError::MissingField("offer_id"))?
     } else {
-        if let Some(key) = key.filter(|k| *k != m.offer_id.as_bytes()) {
-            check_name("offer_id", &m.offer_id)?;
+        if let Some(key) = key.filter(|k| *k != fields.offer_id.as_bytes()) {
+            check_name("offer_id", &fields.offer_id)?;
             check_name("key", &String::from_utf8_lossy(key))?;
             return Err(DecodeError::InvalidField {
                 field: "offer_id",
                 reason: format!(
                     "`{}` differs from the record key `{}`; key the record by the offer id",
-                    m.offer_id,
+                    fields.offer_id,
                     String::from_utf8_lossy(key)
                 ),
             });
         }
-        m.offer_id
+        fields.offer_id
     };
-    let change = match (m.body, m.patch, m.deleted) {
-        (Some(body), None, false) => Change::Body(body_from_struct("body", body)?),
-        (None, Some(patch), false) => Change::Patch(body_from_struct("patch", patch)?),
+    let change = match (fields.body, fields.patch, fields.deleted) {
+        (Some(body), None, false) => Change::Body(body),
+        (None, Some(patch), false) => Change::Patch(patch),
         (None, None, true) => Change::Deleted,
         _ => return Err(DecodeError::ExactlyOne("`body`, `patch` and `deleted`")),
     };
     validate::offer_change(OfferChange {
         offer_id,
         change,
-        source: Some(m.source).filter(|s| !s.is_empty()),
+        source: Some(fields.source).filter(|s| !s.is_empty()),
     })
+}
+
+/// An `OfferChange`'s fields by the generated decoder: any form of the
+/// message.
+pub(super) fn generated_change_fields(payload: &[u8]) -> Result<ChangeFields, DecodeError> {
+    let m: v1::OfferChange = decode(payload)?;
+    let body =
+        |field, s: Option<pbjson_types::Struct>| s.map(|s| body_from_struct(field, s)).transpose();
+    Ok(ChangeFields {
+        body: body("body", m.body)?,
+        patch: body("patch", m.patch)?,
+        offer_id: m.offer_id,
+        deleted: m.deleted,
+        source: m.source,
+    })
+}
+
+/// An `OfferChange`'s fields as read, JSON converted: what both readers
+/// (the generated decoder and [`super::input_plain::plain_offer_change`])
+/// give before the rules of [`decode_offer_change`].
+#[derive(Debug, Default)]
+pub(super) struct ChangeFields {
+    pub offer_id: String,
+    pub body: Option<Body>,
+    pub patch: Option<Body>,
+    pub deleted: bool,
+    pub source: String,
 }
 
 /// The record key as an offer id.

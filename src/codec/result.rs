@@ -21,68 +21,112 @@ use crate::run::Status;
 /// `clear_state` both give `state: Some(Value::Null)`. Numbers are
 /// normalised. The result is then checked by [`validate::run_result`].
 pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
+    match super::input_plain::plain_run_result(bytes) {
+        Some(parts) => assemble(parts),
+        None => decode_generated(bytes),
+    }
+}
+
+/// [`decode_run_result`] by the generated decoder: any form of the message.
+pub(super) fn decode_generated(bytes: &[u8]) -> Result<RunResult, DecodeError> {
     let m: v1::RunResult = decode(bytes)?;
-    let status = match v1::RunStatus::try_from(m.status) {
-        Ok(v1::RunStatus::Succeeded) => Status::Succeeded,
-        Ok(v1::RunStatus::Failed) => Status::Failed,
-        Ok(other) => return Err(DecodeError::Status(other.as_str_name().to_string())),
-        Err(_) => return Err(DecodeError::Status(m.status.to_string())),
-    };
-    let update = match (m.update, m.body) {
-        (None, None) => None,
-        (Some(patch), None) => Some(Update::Patch(body_from_struct("update", patch)?)),
-        (None, Some(body)) => Some(Update::Body(body_from_struct("body", body)?)),
-        (Some(_), Some(_)) => return Err(DecodeError::AtMostOne("`update` and `body`")),
-    };
-    let state = match (m.state, m.clear_state) {
-        (None, false) => None,
-        (None, true) => Some(serde_json::Value::Null),
-        (Some(state), clear) => {
-            let state = json_from_value("state", state)?;
-            if clear && !state.is_null() {
-                return Err(DecodeError::AtMostOne("`state` and `clear_state`"));
-            }
-            Some(state)
-        }
-    };
-    let timer = match (optional_ts("timer", m.timer.as_ref())?, m.clear_timer) {
-        (None, false) => None,
-        (Some(at), false) => Some(TimerChange::Set(at)),
-        (None, true) => Some(TimerChange::Clear),
-        (Some(_), true) => return Err(DecodeError::AtMostOne("`timer` and `clear_timer`")),
-    };
+    let struct_field =
+        |field, s: Option<pbjson_types::Struct>| s.map(|s| body_from_struct(field, s)).transpose();
     let next = m
         .next
         .into_iter()
         .map(|n| {
             Ok(NextJob {
                 job: n.job,
-                params: n
-                    .params
-                    .map(|p| body_from_struct("next.params", p))
-                    .transpose()?,
+                params: struct_field("next.params", n.params)?,
                 position: position("next.position", &n.position)?,
             })
         })
         .collect::<Result<Vec<_>, DecodeError>>()?;
-    validate::run_result(RunResult {
+    assemble(Parts {
         run_id: m.run_id,
         pass: m.pass,
+        status: m.status,
+        error: m.error,
+        version: m.version,
+        update: struct_field("update", m.update)?,
+        body: struct_field("body", m.body)?,
+        state: m.state.map(|s| json_from_value("state", s)).transpose()?,
+        clear_state: m.clear_state,
+        timer: m.timer,
+        clear_timer: m.clear_timer,
+        output: struct_field("output", m.output)?,
+        next,
+        goal_reached: m.goal_reached,
+    })
+}
+
+/// A `RunResult`'s fields as read, JSON converted, before the rules of
+/// [`decode_run_result`]: what both readers (the generated decoder and
+/// [`super::input_plain`]) give.
+#[derive(Debug, Default)]
+pub(super) struct Parts {
+    pub run_id: String,
+    pub pass: u64,
+    pub status: i32,
+    pub error: String,
+    pub version: u64,
+    pub update: Option<crate::offer::Body>,
+    pub body: Option<crate::offer::Body>,
+    pub state: Option<serde_json::Value>,
+    pub clear_state: bool,
+    pub timer: Option<pbjson_types::Timestamp>,
+    pub clear_timer: bool,
+    pub output: Option<crate::offer::Body>,
+    pub next: Vec<NextJob>,
+    pub goal_reached: bool,
+}
+
+/// The rules of [`decode_run_result`] over the fields read.
+fn assemble(p: Parts) -> Result<RunResult, DecodeError> {
+    let status = match v1::RunStatus::try_from(p.status) {
+        Ok(v1::RunStatus::Succeeded) => Status::Succeeded,
+        Ok(v1::RunStatus::Failed) => Status::Failed,
+        Ok(other) => return Err(DecodeError::Status(other.as_str_name().to_string())),
+        Err(_) => return Err(DecodeError::Status(p.status.to_string())),
+    };
+    let update = match (p.update, p.body) {
+        (None, None) => None,
+        (Some(patch), None) => Some(Update::Patch(patch)),
+        (None, Some(body)) => Some(Update::Body(body)),
+        (Some(_), Some(_)) => return Err(DecodeError::AtMostOne("`update` and `body`")),
+    };
+    let state = match (p.state, p.clear_state) {
+        (None, false) => None,
+        (None, true) => Some(serde_json::Value::Null),
+        (Some(state), clear) => {
+            if clear && !state.is_null() {
+                return Err(DecodeError::AtMostOne("`state` and `clear_state`"));
+            }
+            Some(state)
+        }
+    };
+    let timer = match (optional_ts("timer", p.timer.as_ref())?, p.clear_timer) {
+        (None, false) => None,
+        (Some(at), false) => Some(TimerChange::Set(at)),
+        (None, true) => Some(TimerChange::Clear),
+        (Some(_), true) => return Err(DecodeError::AtMostOne("`timer` and `clear_timer`")),
+    };
+    validate::run_result(RunResult {
+        run_id: p.run_id,
+        pass: p.pass,
         status,
-        error: Some(m.error).filter(|e| !e.is_empty()),
+        error: Some(p.error).filter(|e| !e.is_empty()),
         stage: StageReply {
-            version: Some(m.version).filter(|&v| v != 0),
+            version: Some(p.version).filter(|&v| v != 0),
             update,
             state,
             timer,
         },
         step: StepReply {
-            output: m
-                .output
-                .map(|o| body_from_struct("output", o))
-                .transpose()?,
-            next,
-            goal_reached: m.goal_reached,
+            output: p.output,
+            next: p.next,
+            goal_reached: p.goal_reached,
         },
     })
 }

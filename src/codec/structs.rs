@@ -86,21 +86,11 @@ fn value(field: &'static str, v: pbjson_types::Value) -> Result<Json, DecodeErro
     Ok(match v.kind {
         None | Some(Kind::NullValue(_)) => Json::Null,
         Some(Kind::BoolValue(b)) => Json::Bool(b),
-        // A whole number reads back as an integer (`1`, not `1.0`), as
-        // protobuf's JSON mapping prints it: a parameter keeps the form it
-        // was given in whichever format it travelled.
-        Some(Kind::NumberValue(f)) if f.fract() == 0.0 && f.abs() <= MAX_EXACT =>
-        {
-            #[allow(clippy::cast_possible_truncation)]
-            Json::Number(Number::from(f as i64))
-        }
         Some(Kind::NumberValue(f)) => {
-            Json::Number(
-                Number::from_f64(f).ok_or_else(|| DecodeError::InvalidField {
-                    field,
-                    reason: format!("{f} is not a JSON number"),
-                })?,
-            )
+            Json::Number(json_number(f).ok_or_else(|| DecodeError::InvalidField {
+                field,
+                reason: format!("{f} is not a JSON number"),
+            })?)
         }
         Some(Kind::StringValue(s)) => Json::String(s),
         Some(Kind::ListValue(list)) => Json::Array(
@@ -111,6 +101,18 @@ fn value(field: &'static str, v: pbjson_types::Value) -> Result<Json, DecodeErro
         ),
         Some(Kind::StructValue(s)) => Json::Object(object(field, s)?),
     })
+}
+
+/// A `Value`'s double as JSON: a whole number reads back as an integer
+/// (`1`, not `1.0`), as protobuf's JSON mapping prints it, so a parameter
+/// keeps the form it was given in whichever format it travelled; `None`
+/// for one that is not finite.
+pub(super) fn json_number(f: f64) -> Option<Number> {
+    if f.fract() == 0.0 && f.abs() <= MAX_EXACT {
+        #[allow(clippy::cast_possible_truncation)]
+        return Some(Number::from(f as i64));
+    }
+    Number::from_f64(f)
 }
 
 /// A serde_json number as the double a `Value` holds (exact up to 2^53).
@@ -239,20 +241,25 @@ pub(super) fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mu
     }
 }
 
-/// The members of `body` in key order (borrowed as they are when they
-/// already are, as decoded bodies' members always are).
-fn in_key_order(body: &Body) -> Vec<(&String, &Json)> {
-    let mut members: Vec<_> = body.iter().collect();
-    if !members.is_sorted_by(|a, b| a.0 <= b.0) {
-        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    }
-    members
-}
-
-/// A `Struct`'s fields: `map<string, Value> fields = 1`, in key order.
+/// A `Struct`'s fields: `map<string, Value> fields = 1`, in key order —
+/// the order decoded bodies' members always have, so a body is written
+/// as it is and only one in another order is sorted first.
 fn put_struct(body: &Body, buf: &mut Vec<u8>) {
-    for (k, v) in in_key_order(body) {
-        put_message(1, buf, |buf| put_entry(k, v, buf));
+    let mut keys = body.keys();
+    let sorted = keys.next().is_none_or(|first| {
+        keys.try_fold(first, |prev, k| (prev < k).then_some(k))
+            .is_some()
+    });
+    if sorted {
+        for (k, v) in body {
+            put_message(1, buf, |buf| put_entry(k, v, buf));
+        }
+    } else {
+        let mut members: Vec<_> = body.iter().collect();
+        members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in members {
+            put_message(1, buf, |buf| put_entry(k, v, buf));
+        }
     }
 }
 
@@ -404,7 +411,9 @@ mod tests {
         }
 
         fn put_struct(body: &Body, buf: &mut Vec<u8>) {
-            for (k, v) in in_key_order(body) {
+            let mut members: Vec<_> = body.iter().collect();
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in members {
                 put_len(1, entry_len(k, v), buf);
                 put_entry(k, v, buf);
             }
