@@ -1,12 +1,13 @@
 //! The runtime thread's work per process chain, without Kafka: a launch
 //! command starts `chain` for a key of its own, and each of its three steps
 //! (jobs reserve, send, notify) is answered at once with a success, as
-//! `reactor bench --workload jobs` drives them; every output is encoded as
-//! the runtime encodes it. For instruction counts that do not depend on a
-//! noisy machine:
-//! `valgrind --tool=callgrind --toggle-collect=job_path::chains_through target/release/examples/job_path 5000 4`
+//! `reactor bench --workload jobs` drives them: the launch and each answer
+//! decoded from their bytes as the runtime decodes them, every output
+//! encoded as the runtime encodes it. For instruction counts that do not
+//! depend on a noisy machine:
+//! `valgrind --tool=callgrind --toggle-collect=job_path::take target/release/examples/job_path 5000 4`
 //! (chains, shards), then `callgrind_annotate --inclusive=yes`; divide by the
-//! chains.
+//! chains. Without valgrind it prints the wall time per chain.
 
 mod common;
 // The bench's own chain, not a copy of it.
@@ -15,16 +16,27 @@ mod chain;
 
 use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
+use reactor::codec::{self, Format};
 use reactor::config::KafkaSettings;
-use reactor::engine::{Command, Input, RunResult};
+use reactor::engine::{Command, RunResult};
 use reactor::router::Router;
 use reactor::run::Status;
+use reactor::runtime::intake::{self, Role};
 use reactor::runtime::output::{self, OutRecords, OutTopics};
 use reactor::shell::driver::Driver;
 
 // As the binary: allocation is a good part of the path.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// What the measured part keeps between records.
+struct Path {
+    settings: KafkaSettings,
+    names: OutTopics,
+    encoded: OutRecords,
+    out: Vec<(Timestamp, Action)>,
+    records: usize,
+}
 
 fn main() {
     let mut args = common::counts();
@@ -36,74 +48,90 @@ fn main() {
     let router = Router::new(&config, partitions);
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let mut shards = common::fresh_shards(&config, &router, t0);
-    let (runs, records) = chains_through(&mut shards, &router, chains, t0);
+    let launches: Vec<(String, Vec<u8>)> = (0..chains)
+        .map(|i| {
+            let key = format!("k{i}");
+            let launch = Command::Launch {
+                process: chain::PROCESS.into(),
+                keys: vec![key.clone()],
+                params: Default::default(),
+                position: Default::default(),
+                reset: false,
+                source: None,
+            };
+            (key, codec::encode_command(&launch, Format::Protobuf))
+        })
+        .collect();
+    let settings = KafkaSettings::default();
+    let mut path = Path {
+        names: OutTopics::new(&settings.topics),
+        settings,
+        encoded: OutRecords::default(),
+        out: Vec::new(),
+        records: 0,
+    };
+    let started = std::time::Instant::now();
+    let mut runs = 0;
+    for (i, (key, launch)) in launches.iter().enumerate() {
+        let now = t0 + SignedDuration::from_millis(i as i64);
+        let partition = router.key(key);
+        let shard = &mut shards[partition as usize];
+        let mut record = (Role::Commands, launch.clone());
+        loop {
+            take(&mut path, shard, partition, Some(&record), now);
+            // The worker's part, outside the measured one: a success for
+            // the step run the step asked for, as bytes.
+            let Some(run) = path.out.iter().find_map(|(_, a)| match a {
+                Action::StepRun(run) => Some(run),
+                _ => None,
+            }) else {
+                break;
+            };
+            let answer = RunResult::new(run.run_id.as_str(), run.pass, Status::Succeeded);
+            record = (
+                Role::Results,
+                codec::encode_run_result(&answer, key, Format::Protobuf),
+            );
+            runs += 1;
+        }
+        take(&mut path, shard, partition, None, now);
+    }
+    let elapsed = started.elapsed();
     assert_eq!(
         runs,
         chains * chain::STEPS.len(),
         "every step ran once per chain"
     );
-    println!("{chains} chains: {runs} step runs, {records} records written");
+    println!(
+        "{chains} chains: {runs} step runs, {} records written; {:.0} ns per chain (worker included)",
+        path.records,
+        elapsed.as_nanos() as f64 / chains as f64
+    );
 }
 
-/// The measured part (`--toggle-collect=job_path::chains_through` profiles it
-/// alone): launches, answers, and the encoding of every output.
+/// The measured part (`--toggle-collect=job_path::take` profiles it
+/// alone): the outputs of the step before encoded, then `record` (role,
+/// payload) decoded and applied.
 #[inline(never)]
-fn chains_through(
-    shards: &mut [Driver],
-    router: &Router,
-    chains: usize,
-    t0: Timestamp,
-) -> (usize, usize) {
-    let settings = KafkaSettings::default();
-    let names = OutTopics::new(&settings.topics);
-    let mut encoded = OutRecords::default();
-    let mut out: Vec<(Timestamp, Action)> = Vec::new();
-    let (mut runs, mut records) = (0, 0);
-    for i in 0..chains {
-        let now = t0 + SignedDuration::from_millis(i as i64);
-        let key = format!("k{i}");
-        let partition = router.key(&key);
-        let shard = &mut shards[partition as usize];
-        let launch = Command::Launch {
-            process: chain::PROCESS.into(),
-            keys: vec![key],
-            params: Default::default(),
-            position: Default::default(),
-            reset: false,
-            source: None,
-        };
-        shard
-            .apply(Input::Command(launch), now, None, &mut out)
-            .unwrap();
-        // Each step run answered as the bench worker does, until the chain
-        // asks for nothing more.
-        loop {
-            let mut answer = None;
-            for (_, action) in &out {
-                if let Action::StepRun(run) = action {
-                    answer = Some(RunResult::new(
-                        run.run_id.clone(),
-                        run.pass,
-                        Status::Succeeded,
-                    ));
-                }
-            }
-            output::encode(
-                out.drain(..).map(|(_, a)| a),
-                partition,
-                &settings,
-                &names,
-                now,
-                &mut encoded,
-            );
-            records += encoded.len();
-            encoded.clear();
-            let Some(result) = answer else { break };
-            runs += 1;
-            shard
-                .apply(Input::Result(result), now, None, &mut out)
-                .unwrap();
-        }
+fn take(
+    path: &mut Path,
+    shard: &mut Driver,
+    partition: i32,
+    record: Option<&(Role, Vec<u8>)>,
+    now: Timestamp,
+) {
+    output::encode(
+        path.out.drain(..).map(|(_, a)| a),
+        partition,
+        &path.settings,
+        &path.names,
+        now,
+        &mut path.encoded,
+    );
+    path.records += path.encoded.len();
+    path.encoded.clear();
+    if let Some((role, payload)) = record {
+        let input = intake::decode(*role, None, Some(payload)).unwrap();
+        shard.apply(input, now, None, &mut path.out).unwrap();
     }
-    (runs, records)
 }

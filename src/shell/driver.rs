@@ -184,7 +184,9 @@ impl Driver {
         bound_body(&mut self.engine, &input)?;
         let success = match &input {
             Input::Result(r) if r.status == crate::run::Status::Succeeded => {
-                Some((self.engine.run_kind(&r.run_id), r.run_id.clone(), r.pass))
+                // Inline up to 24 bytes: a copy, not an allocation.
+                let run_id = crate::name_map::Name::from(r.run_id.as_str());
+                Some((self.engine.run_kind(&r.run_id), run_id, r.pass))
             }
             _ => None,
         };
