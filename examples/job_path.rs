@@ -5,7 +5,7 @@
 //! decoded from their bytes as the runtime decodes them, every output
 //! encoded as the runtime encodes it. For instruction counts that do not
 //! depend on a noisy machine:
-//! `valgrind --tool=callgrind --toggle-collect=job_path::take target/release/examples/job_path 5000 4`
+//! `valgrind --tool=callgrind --toggle-collect='*common::take' target/release/examples/job_path 5000 4`
 //! (chains, shards), then `callgrind_annotate --inclusive=yes`; divide by the
 //! chains. Without valgrind it prints the wall time per chain.
 
@@ -17,26 +17,14 @@ mod chain;
 use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
 use reactor::codec::{self, Format};
-use reactor::config::KafkaSettings;
 use reactor::engine::{Command, RunResult};
 use reactor::router::Router;
 use reactor::run::Status;
-use reactor::runtime::intake::{self, Role};
-use reactor::runtime::output::{self, OutRecords, OutTopics};
-use reactor::shell::driver::Driver;
+use reactor::runtime::intake::Role;
 
 // As the binary: allocation is a good part of the path.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// What the measured part keeps between records.
-struct Path {
-    settings: KafkaSettings,
-    names: OutTopics,
-    encoded: OutRecords,
-    out: Vec<(Timestamp, Action)>,
-    records: usize,
-}
 
 fn main() {
     let mut args = common::counts();
@@ -62,14 +50,7 @@ fn main() {
             (key, codec::encode_command(&launch, Format::Protobuf))
         })
         .collect();
-    let settings = KafkaSettings::default();
-    let mut path = Path {
-        names: OutTopics::new(&settings.topics),
-        settings,
-        encoded: OutRecords::default(),
-        out: Vec::new(),
-        records: 0,
-    };
+    let mut path = common::Path::new();
     let started = std::time::Instant::now();
     let mut runs = 0;
     for (i, (key, launch)) in launches.iter().enumerate() {
@@ -78,7 +59,14 @@ fn main() {
         let shard = &mut shards[partition as usize];
         let mut record = (Role::Commands, launch.clone());
         loop {
-            take(&mut path, shard, partition, Some(&record), now);
+            let (role, payload) = &record;
+            common::take(
+                &mut path,
+                shard,
+                partition,
+                Some((*role, None, payload)),
+                now,
+            );
             // The worker's part, outside the measured one: a success for
             // the step run the step asked for, as bytes.
             let Some(run) = path.out.iter().find_map(|(_, a)| match a {
@@ -94,7 +82,7 @@ fn main() {
             );
             runs += 1;
         }
-        take(&mut path, shard, partition, None, now);
+        common::take(&mut path, shard, partition, None, now);
     }
     let elapsed = started.elapsed();
     assert_eq!(
@@ -107,31 +95,4 @@ fn main() {
         path.records,
         elapsed.as_nanos() as f64 / chains as f64
     );
-}
-
-/// The measured part (`--toggle-collect=job_path::take` profiles it
-/// alone): the outputs of the step before encoded, then `record` (role,
-/// payload) decoded and applied.
-#[inline(never)]
-fn take(
-    path: &mut Path,
-    shard: &mut Driver,
-    partition: i32,
-    record: Option<&(Role, Vec<u8>)>,
-    now: Timestamp,
-) {
-    output::encode(
-        path.out.drain(..).map(|(_, a)| a),
-        partition,
-        &path.settings,
-        &path.names,
-        now,
-        &mut path.encoded,
-    );
-    path.records += path.encoded.len();
-    path.encoded.clear();
-    if let Some((role, payload)) = record {
-        let input = intake::decode(*role, None, Some(payload)).unwrap();
-        shard.apply(input, now, None, &mut path.out).unwrap();
-    }
 }

@@ -4,7 +4,7 @@
 //! it (encoded, then decoded by the runtime's decoder) until the offer asks
 //! for nothing more, every output encoded as the runtime encodes it. For
 //! instruction counts that do not depend on a noisy machine:
-//! `valgrind --tool=callgrind --toggle-collect=offer_path::take target/release/examples/offer_path 5000 4 5`
+//! `valgrind --tool=callgrind --toggle-collect='*common::take' target/release/examples/offer_path 5000 4 5`
 //! (offers, shards, stages), then `callgrind_annotate --inclusive=yes`;
 //! divide by the offers. Without valgrind it prints the wall time per offer.
 
@@ -20,24 +20,12 @@ use reactor::{action, codec, engine, offer, run};
 
 use jiff::{SignedDuration, Timestamp};
 use reactor::action::Action;
-use reactor::config::KafkaSettings;
 use reactor::router::Router;
-use reactor::runtime::intake::{self, Role};
-use reactor::runtime::output::{self, OutRecords, OutTopics};
-use reactor::shell::driver::Driver;
+use reactor::runtime::intake::Role;
 
 // As the binary: allocation is a good part of the path.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// What the measured part keeps between records.
-struct Path {
-    settings: KafkaSettings,
-    names: OutTopics,
-    encoded: OutRecords,
-    out: Vec<(Timestamp, Action)>,
-    records: usize,
-}
 
 fn main() {
     let mut args = common::counts();
@@ -51,14 +39,7 @@ fn main() {
     let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let mut shards = common::fresh_shards(&config, &router, t0);
     let inputs: Vec<(String, Vec<u8>)> = (0..offers).map(offer_load::input).collect();
-    let settings = KafkaSettings::default();
-    let mut path = Path {
-        names: OutTopics::new(&settings.topics),
-        settings,
-        encoded: OutRecords::default(),
-        out: Vec::new(),
-        records: 0,
-    };
+    let mut path = common::Path::new();
     let started = std::time::Instant::now();
     let mut runs = 0;
     for (i, (key, value)) in inputs.iter().enumerate() {
@@ -67,7 +48,14 @@ fn main() {
         let shard = &mut shards[partition as usize];
         let mut record = (Role::Offers, key.clone().into_bytes(), value.clone());
         loop {
-            take(&mut path, shard, partition, Some(&record), now);
+            let (role, key, payload) = &record;
+            common::take(
+                &mut path,
+                shard,
+                partition,
+                Some((*role, Some(key), payload)),
+                now,
+            );
             // The worker's part, outside the measured one: answer the run
             // the step asked for, as bytes the runtime decodes next.
             let Some(run) = path.out.iter().find_map(|(_, a)| match a {
@@ -81,7 +69,7 @@ fn main() {
             record = (Role::Results, run.offer.clone().into_bytes(), payload);
             runs += 1;
         }
-        take(&mut path, shard, partition, None, now);
+        common::take(&mut path, shard, partition, None, now);
     }
     let elapsed = started.elapsed();
     assert_eq!(runs, offers * stages, "every stage ran once per offer");
@@ -90,31 +78,4 @@ fn main() {
         path.records,
         elapsed.as_nanos() as f64 / offers as f64
     );
-}
-
-/// The measured part (`--toggle-collect=offer_path::take` profiles it
-/// alone): the outputs of the step before encoded, then `record` (role,
-/// key, payload) decoded and applied.
-#[inline(never)]
-fn take(
-    path: &mut Path,
-    shard: &mut Driver,
-    partition: i32,
-    record: Option<&(Role, Vec<u8>, Vec<u8>)>,
-    now: Timestamp,
-) {
-    output::encode(
-        path.out.drain(..).map(|(_, a)| a),
-        partition,
-        &path.settings,
-        &path.names,
-        now,
-        &mut path.encoded,
-    );
-    path.records += path.encoded.len();
-    path.encoded.clear();
-    if let Some((role, key, payload)) = record {
-        let input = intake::decode(*role, Some(key), Some(payload)).unwrap();
-        shard.apply(input, now, None, &mut path.out).unwrap();
-    }
 }
