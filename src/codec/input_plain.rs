@@ -23,7 +23,8 @@ pub(super) fn plain_run_result(bytes: &[u8]) -> Option<Parts> {
         return None;
     }
     let mut p = Parts::default();
-    // Which singular fields were read: each may come once.
+    // Which singular fields were read (bit by field number): each may come
+    // once, where the generated decoder would merge or replace a second.
     let mut seen = 0u32;
     fields(bytes, |number, value| {
         let bit = 1u32.checked_shl(u32::try_from(number).ok()?)?;
@@ -44,13 +45,13 @@ pub(super) fn plain_run_result(bytes: &[u8]) -> Option<Parts> {
             (4, Wire::Varint(v)) => p.status = v as i32,
             (5, Wire::Bytes(b)) => p.error = text(b)?.to_owned(),
             (10, Wire::Varint(v)) => p.version = v,
-            (11, Wire::Bytes(b)) => once(&mut p.update, plain_struct(b)?)?,
-            (12, Wire::Bytes(b)) => once(&mut p.body, plain_struct(b)?)?,
-            (13, Wire::Bytes(b)) => once(&mut p.state, plain_value(b)?)?,
+            (11, Wire::Bytes(b)) => p.update = Some(plain_struct(b)?),
+            (12, Wire::Bytes(b)) => p.body = Some(plain_struct(b)?),
+            (13, Wire::Bytes(b)) => p.state = Some(plain_value(b)?),
             (14, Wire::Varint(v)) => p.clear_state = v != 0,
-            (15, Wire::Bytes(b)) => once(&mut p.timer, timestamp(b)?)?,
+            (15, Wire::Bytes(b)) => p.timer = Some(timestamp(b)?),
             (16, Wire::Varint(v)) => p.clear_timer = v != 0,
-            (20, Wire::Bytes(b)) => once(&mut p.output, plain_struct(b)?)?,
+            (20, Wire::Bytes(b)) => p.output = Some(plain_struct(b)?),
             (21, Wire::Bytes(b)) => p.next.push(next_job(b)?),
             (22, Wire::Varint(v)) => p.goal_reached = v != 0,
             _ => return None,
