@@ -2,7 +2,7 @@
 
 use super::error::{non_empty, param_name, required, DecodeError};
 use super::limits::check_name;
-use super::structs::{body_from_struct, encode_nested_with_json, json_from_value, JsonField};
+use super::structs::{encode_nested_with_json, json_from_value, optional_body, JsonField};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::validate;
 use super::wire::{decode, encode, Format};
@@ -271,10 +271,7 @@ fn object(
     field: &'static str,
     s: Option<pbjson_types::Struct>,
 ) -> Result<crate::offer::Body, DecodeError> {
-    match s {
-        Some(s) => body_from_struct(field, s),
-        None => Ok(crate::offer::Body::new()),
-    }
+    optional_body(field, s).map(Option::unwrap_or_default)
 }
 
 /// Encodes a `Command`, for the CLI and tests.

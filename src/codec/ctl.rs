@@ -6,11 +6,10 @@ use jiff::Timestamp;
 use pbjson_types::Timestamp as ProtoTimestamp;
 
 use super::error::DecodeError;
-use super::frame::unframe;
-use super::plain::{fields, once, text, timestamp, Wire};
+use super::plain::{fields, once, protobuf, text, timestamp, Wire};
 use super::time::{optional_ts, required_ts, timestamp_to_proto};
 use super::validate;
-use super::wire::{decode, encode, is_json, Format};
+use super::wire::{decode, encode, Format};
 use crate::engine::Input;
 use crate::proto::v1;
 
@@ -72,7 +71,7 @@ pub fn decode_ctl_change(bytes: &[u8]) -> Result<CtlRecord, DecodeError> {
 /// (JSON, repeated fields, unknown fields, malformed bytes) goes through
 /// the generated decoder, which decides what it means or why it is refused.
 pub fn read_ctl_change(bytes: &[u8]) -> Result<CtlChange<'_>, DecodeError> {
-    checked(bytes, unframe(bytes).ok().and_then(plain))
+    checked(bytes, protobuf(bytes).and_then(plain))
 }
 
 /// [`read_ctl_change`] for a reader that keeps a change only when `known`
@@ -167,7 +166,7 @@ impl<'a> PlainCtl<'a> {
 /// record of `ctl.changes` has), `None` for any other; read once, for
 /// [`read_known_plain_ctl`] and for fetching its lookup ahead.
 pub fn plain_ctl(bytes: &[u8]) -> Option<PlainCtl<'_>> {
-    unframe(bytes).ok().and_then(plain).map(PlainCtl)
+    protobuf(bytes).and_then(plain).map(PlainCtl)
 }
 
 /// The fields of a plain protobuf `CtlChange`, names not yet read as UTF-8.
@@ -182,9 +181,6 @@ struct Plain<'a> {
 /// are all known; `None` for anything else, which the generated decoder
 /// then reads (or refuses) as protobuf or JSON.
 fn plain(bytes: &[u8]) -> Option<Plain<'_>> {
-    if is_json(bytes) {
-        return None;
-    }
     let (mut entity, mut param, mut source) = (None, None, None);
     let (mut value, mut changed_at) = (None, None);
     // Every field of the message is length-delimited.

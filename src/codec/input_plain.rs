@@ -8,20 +8,15 @@
 //! `None`, and the generated decoder reads (or refuses) the bytes, so both
 //! ways give the same fields wherever this one answers.
 
-use super::frame::unframe;
 use super::offer::ChangeFields;
-use super::plain::{fields, once, text, timestamp, Wire};
+use super::plain::{fields, once, protobuf, text, timestamp, Wire};
 use super::result::{position, Parts};
 use super::struct_plain::{plain_struct, plain_value};
-use super::wire::is_json;
 use crate::process::NextJob;
 
 /// `bytes` read as a plain protobuf `RunResult`.
 pub(super) fn plain_run_result(bytes: &[u8]) -> Option<Parts> {
-    let bytes = unframe(bytes).ok()?;
-    if is_json(bytes) {
-        return None;
-    }
+    let bytes = protobuf(bytes)?;
     let mut p = Parts::default();
     // Which singular fields were read (bit by field number): each may come
     // once, where the generated decoder would merge or replace a second.
@@ -63,10 +58,7 @@ pub(super) fn plain_run_result(bytes: &[u8]) -> Option<Parts> {
 
 /// `bytes` read as a plain protobuf `OfferChange`.
 pub(super) fn plain_offer_change(bytes: &[u8]) -> Option<ChangeFields> {
-    let bytes = unframe(bytes).ok()?;
-    if is_json(bytes) {
-        return None;
-    }
+    let bytes = protobuf(bytes)?;
     let mut c = ChangeFields::default();
     let (mut id, mut deleted, mut source, mut changed_at) = (None, None, None, None);
     fields(bytes, |number, value| match (number, value) {

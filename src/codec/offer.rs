@@ -7,8 +7,8 @@ use super::error::{non_empty, DecodeError};
 use super::limits::check_name;
 use super::put::{put_bool, put_bytes, put_str, put_ts, put_uint};
 use super::structs::{
-    body_from_struct, encode_with_json, encode_with_json_into, json_from_value, put_fields,
-    JsonField,
+    body_from_struct, encode_with_json, encode_with_json_into, json_from_value, optional_body,
+    put_fields, JsonField,
 };
 use super::time::{required_ts, timestamp_to_proto};
 use super::validate;
@@ -78,11 +78,9 @@ pub fn decode_offer_change(
 /// message.
 pub(super) fn generated_change_fields(payload: &[u8]) -> Result<ChangeFields, DecodeError> {
     let m: v1::OfferChange = decode(payload)?;
-    let body =
-        |field, s: Option<pbjson_types::Struct>| s.map(|s| body_from_struct(field, s)).transpose();
     Ok(ChangeFields {
-        body: body("body", m.body)?,
-        patch: body("patch", m.patch)?,
+        body: optional_body("body", m.body)?,
+        patch: optional_body("patch", m.patch)?,
         offer_id: m.offer_id,
         deleted: m.deleted,
         source: m.source,

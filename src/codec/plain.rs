@@ -17,6 +17,15 @@ pub(super) enum Wire<'a> {
     Bytes(&'a [u8]),
 }
 
+/// The protobuf a plain reader reads of a record: its bytes without Schema
+/// Registry framing; `None` for a framing that does not parse and for JSON,
+/// both left to the generated decoder.
+#[inline]
+pub(super) fn protobuf(bytes: &[u8]) -> Option<&[u8]> {
+    let bytes = super::frame::unframe(bytes).ok()?;
+    (!super::wire::is_json(bytes)).then_some(bytes)
+}
+
 /// Calls `each(field number, value)` for every field of `bytes` in order;
 /// `None` when the bytes are not well formed, hold a field of another wire
 /// type (fixed-size or group), or `each` answers `None`.

@@ -2,7 +2,7 @@
 
 use super::error::DecodeError;
 use super::structs::{
-    body_from_struct, encode_with_json, json_from_value, struct_from_body, JsonField,
+    encode_with_json, json_from_value, optional_body, struct_from_body, JsonField,
 };
 use super::time::{optional_ts, timestamp_to_proto};
 use super::validate;
@@ -30,15 +30,13 @@ pub fn decode_run_result(bytes: &[u8]) -> Result<RunResult, DecodeError> {
 /// [`decode_run_result`] by the generated decoder: any form of the message.
 pub(super) fn decode_generated(bytes: &[u8]) -> Result<RunResult, DecodeError> {
     let m: v1::RunResult = decode(bytes)?;
-    let struct_field =
-        |field, s: Option<pbjson_types::Struct>| s.map(|s| body_from_struct(field, s)).transpose();
     let next = m
         .next
         .into_iter()
         .map(|n| {
             Ok(NextJob {
                 job: n.job,
-                params: struct_field("next.params", n.params)?,
+                params: optional_body("next.params", n.params)?,
                 position: position("next.position", &n.position)?,
             })
         })
@@ -49,13 +47,13 @@ pub(super) fn decode_generated(bytes: &[u8]) -> Result<RunResult, DecodeError> {
         status: m.status,
         error: m.error,
         version: m.version,
-        update: struct_field("update", m.update)?,
-        body: struct_field("body", m.body)?,
+        update: optional_body("update", m.update)?,
+        body: optional_body("body", m.body)?,
         state: m.state.map(|s| json_from_value("state", s)).transpose()?,
         clear_state: m.clear_state,
         timer: m.timer,
         clear_timer: m.clear_timer,
-        output: struct_field("output", m.output)?,
+        output: optional_body("output", m.output)?,
         next,
         goal_reached: m.goal_reached,
     })

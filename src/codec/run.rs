@@ -7,7 +7,7 @@ use prost::encoding::{btree_map, string};
 use super::error::{non_empty, DecodeError};
 use super::put::{put_str, put_ts, put_uint, str_len, ts_len, uint_len};
 use super::structs::{
-    body_from_struct, encode_with_json_into, json_from_value, put_fields, JsonField,
+    body_from_struct, encode_with_json_into, json_from_value, optional_body, put_fields, JsonField,
 };
 use super::time::{
     proto_map, put_ts_map, required_ts, timestamp_to_proto, ts_map_room, TS_FIELD_ROOM,
@@ -147,10 +147,7 @@ pub fn decode_step_run_command(bytes: &[u8]) -> Result<StepRunCommand, DecodeErr
             reason: format!("expected `{KIND_STEP}`, got `{}`", m.kind),
         });
     }
-    let object = |field, s: Option<pbjson_types::Struct>| match s {
-        Some(s) => body_from_struct(field, s),
-        None => Ok(Body::new()),
-    };
+    let object = |field, s| optional_body(field, s).map(Option::unwrap_or_default);
     Ok(StepRunCommand {
         process: non_empty("process", m.process)?,
         key: non_empty("key", m.key)?,

@@ -64,22 +64,18 @@ fn object(mut bytes: &[u8], depth: usize) -> Option<Map<String, Json>> {
         return None;
     }
     let mut body = Map::new();
-    // Written in key order by Reactor and its libraries: such members go
-    // straight into the body; any other order (and a repeated key, whose
-    // last entry a map keeps) is read as a map reads it.
-    let mut sorted = true;
     while !bytes.is_empty() {
         let (1, Field::Bytes(entry)) = next(&mut bytes)? else {
             return None;
         };
+        // A repeated key keeps its last value, as a map does.
         let (key, json) = member(entry, depth)?;
-        sorted = sorted && body.keys().next_back().is_none_or(|last| *last < key);
         body.insert(key, json);
     }
-    if !sorted {
-        let mut members: Vec<(String, Json)> = std::mem::take(&mut body).into_iter().collect();
-        members.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        body.extend(members);
+    // Written in key order by Reactor and its libraries; any other order
+    // is sorted.
+    if !body.keys().is_sorted() {
+        body.sort_keys();
     }
     Some(body)
 }

@@ -34,6 +34,14 @@ pub(super) fn body_from_struct(
     Ok(body)
 }
 
+/// An optional `Struct` field as an optional body ([`body_from_struct`]).
+pub(super) fn optional_body(
+    field: &'static str,
+    s: Option<pbjson_types::Struct>,
+) -> Result<Option<Body>, DecodeError> {
+    s.map(|s| body_from_struct(field, s)).transpose()
+}
+
 /// A JSON value from a `Value`, numbers normalised; a `Value` without a kind
 /// is `null`.
 pub(super) fn json_from_value(
@@ -245,12 +253,7 @@ pub(super) fn put_fields(fields: &[(u32, &'static str, JsonField<'_>)], buf: &mu
 /// the order decoded bodies' members always have, so a body is written
 /// as it is and only one in another order is sorted first.
 fn put_struct(body: &Body, buf: &mut Vec<u8>) {
-    let mut keys = body.keys();
-    let sorted = keys.next().is_none_or(|first| {
-        keys.try_fold(first, |prev, k| (prev < k).then_some(k))
-            .is_some()
-    });
-    if sorted {
+    if body.keys().is_sorted() {
         for (k, v) in body {
             put_message(1, buf, |buf| put_entry(k, v, buf));
         }

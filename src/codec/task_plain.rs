@@ -5,11 +5,9 @@
 
 use jiff::Timestamp;
 
-use super::frame::unframe;
-use super::plain::{fields, once, text, timestamp, Wire};
+use super::plain::{fields, once, protobuf, text, timestamp, Wire};
 use super::task_record::{state_from_proto, TASK_LAST_SEEN, TASK_RUN, TASK_SNAPSHOT};
 use super::time::timestamp_from_proto;
-use super::wire::is_json;
 use crate::run::{Run, RunSlot, SlotParts};
 use crate::task::{InPlaceValue, TaskRecord, ValueList};
 
@@ -64,10 +62,7 @@ fn plain_task_with<'a>(
     bytes: &'a [u8],
     value: &mut dyn FnMut(ValueList, &'a str, Timestamp),
 ) -> Option<TaskRecord> {
-    let bytes = unframe(bytes).ok()?;
-    if is_json(bytes) {
-        return None;
-    }
+    let bytes = protobuf(bytes)?;
     let (mut state, mut failures, mut run_seq, mut pass_seq) = (None, None, None, None);
     let (mut since, mut queued_at, mut wake_at, mut last_success) = (None, None, None, None);
     let (mut sla_due, mut cron_at, mut failed_at) = (None, None, None);
