@@ -397,7 +397,13 @@ impl Processes {
         // Popped, not taken: iterating a taken empty set costs more, and
         // most steps leave these empty.
         while let Some((p, key)) = self.dirty.pop_first() {
-            out.push(Action::Changelog(self.key_record(p, &key)?));
+            let record = self.key_record(p, &key)?;
+            if let Some(Value::Process(r)) = &record.value {
+                if let Some(at) = self.bury_at(p, r)? {
+                    self.timers.arm(at, ProcTimer::Bury(p, key));
+                }
+            }
+            out.push(Action::Changelog(record));
         }
         while let Some(p) = self.dirty_schedules.pop_first() {
             out.push(Action::Changelog(self.schedule_record(p)?));

@@ -243,3 +243,38 @@ proptest! {
         }
     }
 }
+
+/// A key made idle by `reset_key` after its instance ended is dropped when
+/// a restore would drop it. Found by a long run of the property above: the
+/// burial was armed only where an instance ended, so such a key stayed for
+/// ever in the live engine while a restored one dropped it.
+#[test]
+fn a_key_made_idle_by_a_reset_is_buried_as_a_restore_buries_it() {
+    let config = config::parse(CONFIG, "prop.toml").unwrap().config;
+    let ops = [
+        (0, Op::Launch(2, vec![2], false, false)),
+        (
+            0,
+            Op::Complete {
+                process: 2,
+                key: 2,
+                ok: true,
+                attempt: None,
+                next: None,
+                goal: true,
+            },
+        ),
+        (0, Op::Reset(2, 2)),
+        (10, Op::Launch(0, vec![0], false, false)),
+    ];
+    let input = render(&ops);
+    for crash in 1..ops.len() {
+        let (_, straight) =
+            crate::engine::tests::straight_and_crashed(&config, &input, crash).unwrap();
+        let buried = straight.iter().any(|o| {
+            matches!(&o.action, Action::Changelog(r)
+                if r.key.as_str() == "r/k2" && r.value.is_none())
+        });
+        assert!(buried, "r/k2 is never dropped");
+    }
+}

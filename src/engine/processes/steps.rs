@@ -464,23 +464,28 @@ impl Processes {
             End::TimedOut => Event::ProcessTimedOut { subject },
         });
         self.mark(p, key);
-        self.start_waiting(p, key, now)?;
-        self.maybe_bury(p, key, now)
+        self.start_waiting(p, key, now)
     }
 
-    /// A key with nothing active or waiting, whose process allows any
-    /// number of instances, needs its record only until no late result of
-    /// its runs can be current: then it is dropped.
-    fn maybe_bury(&mut self, p: u16, key: &str, now: Timestamp) -> Result<(), Error> {
-        let reuse = self.def(p)?.reuse;
-        let idle = self.record(p, key).is_some_and(buriable);
-        if idle && reuse == Reuse::Allow {
-            self.timers.arm(
-                add(now, self.grave_time.get()),
-                ProcTimer::Bury(p, key.to_string()),
-            );
+    /// When `record`, a key of process `p`, is dropped: a key with nothing
+    /// active or waiting, whose process allows any number of instances,
+    /// needs its record only until no late result of its last instance's
+    /// runs can be current. Armed where a step writes the record and where
+    /// a restore reads it, so both drop it at the same time whatever made
+    /// it idle (its instance ended, its goal reset, its waiting launches
+    /// cancelled).
+    pub(super) fn bury_at(
+        &self,
+        p: u16,
+        record: &crate::process::KeyRecord,
+    ) -> Result<Option<Timestamp>, Error> {
+        if !buriable(record) || self.def(p)?.reuse != Reuse::Allow {
+            return Ok(None);
         }
-        Ok(())
+        Ok(record
+            .last
+            .as_ref()
+            .map(|last| add(last.finished_at, self.grave_time.get())))
     }
 
     /// Starts keys' steps as a block reserved at `position` of the first
@@ -524,13 +529,8 @@ impl Processes {
                 continue;
             };
             let Some(inst) = record.active.clone() else {
-                if buriable(record) && def.reuse == Reuse::Allow {
-                    if let Some(last) = &record.last {
-                        self.timers.arm(
-                            add(last.finished_at, self.grave_time.get()),
-                            ProcTimer::Bury(p, key.clone()),
-                        );
-                    }
+                if let Some(at) = self.bury_at(p, record)? {
+                    self.timers.arm(at, ProcTimer::Bury(p, key.clone()));
                 }
                 continue;
             };
