@@ -247,6 +247,46 @@ fn records_of_removed_tasks_are_tombstoned_at_start() {
     assert_eq!(tombstones, vec!["load"]);
 }
 
+/// A key restored with a launch waiting behind an instance whose chain
+/// names a job no longer configured: the instance is dropped (its outcome
+/// stays) and the waiting launch starts at start, under the new
+/// configuration, where it had waited for an end that could not come.
+#[test]
+fn a_launch_waiting_behind_a_dropped_instance_starts_at_start() {
+    let before = r#"
+[[job]]
+name = "old"
+
+[[process]]
+name = "p"
+steps = ["old"]
+conflict = "queue"
+"#;
+    let config = config::parse(before, "before.toml").unwrap().config;
+    let input = [
+        r#"{"at":"2024-01-01T00:00:00Z","launch":{"process":"p","keys":["k"]}}"#,
+        r#"{"at":"2024-01-01T00:00:01Z","launch":{"process":"p","keys":["k"]}}"#,
+    ]
+    .join("\n");
+    let (_, out) = sim::run(config, &input, None, None, true).unwrap();
+    let records = changelog_records(&out);
+    let after = config::parse(&before.replace("\"old\"", "\"new\""), "after.toml")
+        .unwrap()
+        .config;
+    let mut engine = super::Engine::restore(&after, |_| true, records).unwrap();
+    let actions = engine
+        .start("2024-01-01T00:01:00Z".parse().unwrap())
+        .unwrap();
+    let runs: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StepRun(run) => Some((run.instance.as_str(), &*run.job)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs, vec![("p/k#2", "new")]);
+}
+
 /// A task's record names the parameters its trigger read when it was
 /// written; restored under a configuration whose trigger reads others (a
 /// name found among the trigger's own, one found only among the

@@ -154,6 +154,10 @@ pub(super) struct Processes {
     pending: Marks<u16>,
     /// Records of processes no longer configured: tombstoned at start.
     orphans: Vec<(Store, String)>,
+    /// Keys restored with launches waiting and nothing active (the active
+    /// instance's chain named a job no longer configured and was dropped):
+    /// their next waiting launch starts at start.
+    stalled: Vec<(u16, String)>,
     out: Vec<Action>,
     /// How long a finished key's record is kept when nothing else needs it:
     /// the longest job timeout, after which no result of its runs is current.
@@ -246,6 +250,7 @@ impl Processes {
             dirty_schedules: Marks::default(),
             pending: Marks::default(),
             orphans: Vec::new(),
+            stalled: Vec::new(),
             out: Vec::new(),
             grave_time,
             partition: (0, 1),

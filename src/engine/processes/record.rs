@@ -49,7 +49,8 @@ impl Processes {
     }
 
     /// Starts the process half at `now`: tombstones orphans, arms the
-    /// schedules and lets every job queue dispatch.
+    /// schedules, starts the next waiting launch of each stalled key and
+    /// lets every job queue dispatch.
     pub(in crate::engine) fn start(
         &mut self,
         now: Timestamp,
@@ -65,6 +66,9 @@ impl Processes {
             }));
         }
         self.start_schedules(now)?;
+        for (p, key) in std::mem::take(&mut self.stalled) {
+            self.start_waiting(p, &key, now)?;
+        }
         for j in 0..self.jobs.len() {
             self.pending.insert(super::index(j));
         }

@@ -518,6 +518,7 @@ impl Processes {
             job.running = 0;
         }
         self.timers = Default::default();
+        self.stalled.clear();
         let keys: Vec<(u16, String)> = self
             .keys
             .iter()
@@ -529,8 +530,10 @@ impl Processes {
                 continue;
             };
             let Some(inst) = record.active.clone() else {
-                if let Some(at) = self.bury_at(p, record)? {
-                    self.timers.arm(at, ProcTimer::Bury(p, key.clone()));
+                if !record.waiting.is_empty() {
+                    self.stalled.push((p, key));
+                } else if let Some(at) = self.bury_at(p, record)? {
+                    self.timers.arm(at, ProcTimer::Bury(p, key));
                 }
                 continue;
             };
