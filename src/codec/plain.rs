@@ -13,6 +13,8 @@ use pbjson_types::Timestamp as ProtoTimestamp;
 pub(super) enum Wire<'a> {
     /// Wire type 0.
     Varint(u64),
+    /// Wire type 1: a double or a fixed 64-bit integer.
+    Fixed64(u64),
     /// Wire type 2: a string, bytes or an embedded message.
     Bytes(&'a [u8]),
 }
@@ -28,8 +30,24 @@ pub(super) fn protobuf(bytes: &[u8]) -> Option<&[u8]> {
 
 /// Calls `each(field number, value)` for every field of `bytes` in order;
 /// `None` when the bytes are not well formed, hold a field of another wire
-/// type (fixed-size or group), or `each` answers `None`.
+/// type (fixed-size or group), or `each` answers `None`. The messages
+/// Reactor writes have no fixed-size field; a `Value`'s double is read by
+/// [`any_fields`].
+#[inline]
 pub(super) fn fields<'a>(
+    bytes: &'a [u8],
+    mut each: impl FnMut(u64, Wire<'a>) -> Option<()>,
+) -> Option<()> {
+    any_fields(bytes, |number, value| match value {
+        Wire::Fixed64(_) => None,
+        value => each(number, value),
+    })
+}
+
+/// [`fields`], fixed 64-bit fields included (still `None` for a fixed
+/// 32-bit field or a group).
+#[inline]
+pub(super) fn any_fields<'a>(
     mut bytes: &'a [u8],
     mut each: impl FnMut(u64, Wire<'a>) -> Option<()>,
 ) -> Option<()> {
@@ -37,6 +55,11 @@ pub(super) fn fields<'a>(
         let key = varint(&mut bytes)?;
         let value = match key & 7 {
             0 => Wire::Varint(varint(&mut bytes)?),
+            1 => {
+                let (word, rest) = bytes.split_first_chunk::<8>()?;
+                bytes = rest;
+                Wire::Fixed64(u64::from_le_bytes(*word))
+            }
             2 => {
                 let len = usize::try_from(varint(&mut bytes)?).ok()?;
                 let (value, rest) = bytes.split_at_checked(len)?;

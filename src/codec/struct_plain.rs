@@ -15,38 +15,9 @@
 use serde_json::{Map, Value as Json};
 
 use super::limits::MAX_JSON_DEPTH;
-use super::plain::{text, varint};
+use super::plain::{any_fields, once, text, Wire};
 use super::structs::json_number;
 use crate::offer::Body;
-
-/// One field: its number and value, by wire type.
-enum Field<'a> {
-    Varint(u64),
-    Fixed64(u64),
-    Bytes(&'a [u8]),
-}
-
-/// The next field of `bytes`, `None` for a wire type other than varint,
-/// 64-bit or length-delimited, or bytes that end early.
-fn next<'a>(bytes: &mut &'a [u8]) -> Option<(u64, Field<'a>)> {
-    let key = varint(bytes)?;
-    let field = match key & 7 {
-        0 => Field::Varint(varint(bytes)?),
-        1 => {
-            let (word, rest) = bytes.split_first_chunk::<8>()?;
-            *bytes = rest;
-            Field::Fixed64(u64::from_le_bytes(*word))
-        }
-        2 => {
-            let len = usize::try_from(varint(bytes)?).ok()?;
-            let (value, rest) = bytes.split_at_checked(len)?;
-            *bytes = rest;
-            Field::Bytes(value)
-        }
-        _ => return None,
-    };
-    Some((key >> 3, field))
-}
 
 /// A `Struct`'s bytes as a body, members in key order.
 pub(super) fn plain_struct(bytes: &[u8]) -> Option<Body> {
@@ -58,20 +29,28 @@ pub(super) fn plain_value(bytes: &[u8]) -> Option<Json> {
     value(bytes, 0)
 }
 
+/// Calls `each` with every element of `bytes`, a message whose only field
+/// is `repeated … = 1` of messages (a `Struct`'s entries, a `ListValue`'s
+/// values).
+fn repeated<'a>(bytes: &'a [u8], mut each: impl FnMut(&'a [u8]) -> Option<()>) -> Option<()> {
+    any_fields(bytes, |number, field| match (number, field) {
+        (1, Wire::Bytes(element)) => each(element),
+        _ => None,
+    })
+}
+
 /// `Struct { map<string, Value> fields = 1; }` at nesting `depth`.
-fn object(mut bytes: &[u8], depth: usize) -> Option<Map<String, Json>> {
+fn object(bytes: &[u8], depth: usize) -> Option<Map<String, Json>> {
     if depth > MAX_JSON_DEPTH {
         return None;
     }
     let mut body = Map::new();
-    while !bytes.is_empty() {
-        let (1, Field::Bytes(entry)) = next(&mut bytes)? else {
-            return None;
-        };
+    repeated(bytes, |entry| {
         // A repeated key keeps its last value, as a map does.
         let (key, json) = member(entry, depth)?;
         body.insert(key, json);
-    }
+        Some(())
+    })?;
     // Written in key order by Reactor and its libraries; any other order
     // is sorted.
     if !body.keys().is_sorted() {
@@ -81,15 +60,13 @@ fn object(mut bytes: &[u8], depth: usize) -> Option<Map<String, Json>> {
 }
 
 /// A map entry `{ string key = 1; Value value = 2; }`.
-fn member(mut bytes: &[u8], depth: usize) -> Option<(String, Json)> {
+fn member(bytes: &[u8], depth: usize) -> Option<(String, Json)> {
     let (mut key, mut val) = (None, None);
-    while !bytes.is_empty() {
-        match next(&mut bytes)? {
-            (1, Field::Bytes(k)) if key.is_none() => key = Some(text(k)?),
-            (2, Field::Bytes(v)) if val.is_none() => val = Some(value(v, depth)?),
-            _ => return None,
-        }
-    }
+    any_fields(bytes, |number, field| match (number, field) {
+        (1, Wire::Bytes(k)) => once(&mut key, text(k)?),
+        (2, Wire::Bytes(v)) => once(&mut val, value(v, depth)?),
+        _ => None,
+    })?;
     Some((
         key.unwrap_or_default().to_owned(),
         val.unwrap_or(Json::Null),
@@ -97,37 +74,34 @@ fn member(mut bytes: &[u8], depth: usize) -> Option<(String, Json)> {
 }
 
 /// `Value { oneof kind { … } }` at nesting `depth`.
-fn value(mut bytes: &[u8], depth: usize) -> Option<Json> {
+fn value(bytes: &[u8], depth: usize) -> Option<Json> {
     let mut kind = None;
-    while !bytes.is_empty() {
-        let json = match next(&mut bytes)? {
-            (1, Field::Varint(_)) => Json::Null,
-            (2, Field::Fixed64(bits)) => Json::Number(json_number(f64::from_bits(bits))?),
-            (3, Field::Bytes(s)) => Json::String(text(s)?.to_owned()),
-            (4, Field::Varint(b)) => Json::Bool(b != 0),
-            (5, Field::Bytes(s)) => Json::Object(object(s, depth + 1)?),
-            (6, Field::Bytes(list)) => Json::Array(items(list, depth + 1)?),
+    any_fields(bytes, |number, field| {
+        let json = match (number, field) {
+            (1, Wire::Varint(_)) => Json::Null,
+            (2, Wire::Fixed64(bits)) => Json::Number(json_number(f64::from_bits(bits))?),
+            (3, Wire::Bytes(s)) => Json::String(text(s)?.to_owned()),
+            (4, Wire::Varint(b)) => Json::Bool(b != 0),
+            (5, Wire::Bytes(s)) => Json::Object(object(s, depth + 1)?),
+            (6, Wire::Bytes(list)) => Json::Array(items(list, depth + 1)?),
             _ => return None,
         };
-        if kind.replace(json).is_some() {
-            return None;
-        }
-    }
+        // A oneof member given twice is left to the generated decoder.
+        once(&mut kind, json)
+    })?;
     Some(kind.unwrap_or(Json::Null))
 }
 
 /// `ListValue { repeated Value values = 1; }` at nesting `depth`.
-fn items(mut bytes: &[u8], depth: usize) -> Option<Vec<Json>> {
+fn items(bytes: &[u8], depth: usize) -> Option<Vec<Json>> {
     if depth > MAX_JSON_DEPTH {
         return None;
     }
     let mut items = Vec::new();
-    while !bytes.is_empty() {
-        let (1, Field::Bytes(item)) = next(&mut bytes)? else {
-            return None;
-        };
+    repeated(bytes, |item| {
         items.push(value(item, depth)?);
-    }
+        Some(())
+    })?;
     Some(items)
 }
 
